@@ -1,0 +1,181 @@
+"""Generate a backend package and compile/install it, cached.
+
+The output folder is replaced atomically (a sibling temp folder, then a swap),
+and files whose text did not change keep their timestamps, so ninja's
+incremental build in the cache folder sees only real changes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from . import __version__
+from .model import ChipSpec
+from .render import MARKER, digest, render
+
+
+class BuildError(Exception):
+    """A build step failed; the message says which and where its log is."""
+
+
+@dataclass(frozen=True)
+class GenerateResult:
+    output_dir: Path
+    changed: tuple[str, ...]   # files written or removed
+    digest: str
+
+
+def _same_file(path: Path, text: str) -> bool:
+    try:
+        return path.read_text(encoding="utf-8") == text
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def generate(spec: ChipSpec, output_dir: Path) -> GenerateResult:
+    """Write the package for `spec` into `output_dir`, replacing it atomically."""
+    output_dir = output_dir.resolve()
+    files = render(spec, output_dir)
+    if output_dir.exists() and not (output_dir / MARKER).exists() and any(output_dir.iterdir()):
+        raise BuildError(f"{output_dir} exists and was not written by torchfl-gen (no {MARKER}); "
+                         "refusing to replace it: choose another --output or remove it")
+    old = {str(p.relative_to(output_dir)): p for p in output_dir.rglob("*") if p.is_file()} if output_dir.exists() else {}
+    ignored = _ignored_build_products(spec)
+    changed = [path for path, text in sorted(files.items()) if not _same_file(output_dir / path, text)]
+    stale = [p for p in sorted(old) if p not in files and not any(p.startswith(i) for i in ignored)]
+    if not changed and not stale:
+        return GenerateResult(output_dir, (), digest(files))
+
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", dir=output_dir.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private
+    try:
+        for path, text in files.items():
+            target = staging / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if path in changed:
+                target.write_text(text, encoding="utf-8")
+            else:
+                shutil.copy2(output_dir / path, target)  # keeps mtime: ninja sees no change
+        # Build products in the folder (an in-place build) survive regeneration.
+        for rel, source in old.items():
+            if rel not in files and any(rel.startswith(i) for i in ignored):
+                (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, staging / rel)
+        retired = None
+        if output_dir.exists():
+            retired = output_dir.with_name(f".{output_dir.name}.old-{os.getpid()}")
+            output_dir.rename(retired)
+        staging.rename(output_dir)
+        if retired is not None:
+            shutil.rmtree(retired, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return GenerateResult(output_dir, tuple(changed + stale), digest(files))
+
+
+def _ignored_build_products(spec: ChipSpec) -> tuple[str, ...]:
+    pkg = spec.chip.package
+    return ("build/", f"{pkg}/_build.json", f"{pkg}/_C", f"{spec.chip.distribution.replace('-', '_')}.egg-info/")
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("TORCHFL_CACHE_DIR", Path.home() / ".cache" / "torchfl-gen"))
+
+
+def build_dir_for(spec: ChipSpec, output_dir: Path) -> Path:
+    """Object files of one output folder: keyed on the chip and where its sources live."""
+    key = hashlib.sha256(str(output_dir.resolve()).encode()).hexdigest()[:12]
+    return cache_root() / "build" / f"{spec.chip.name}-{key}"
+
+
+def _inputs_fingerprint(spec: ChipSpec, package_digest: str) -> str:
+    """Everything a compiled backend depends on besides the generated text."""
+    import torch
+    import torch_fl
+
+    h = hashlib.sha256()
+    h.update(f"{__version__}\0{package_digest}\0{torch.__version__}\0{sys.executable}\0".encode())
+    for source in sorted(Path(torch_fl.csrc_dir()).rglob("*")):
+        if source.is_file():
+            h.update(str(source).encode() + source.read_bytes())
+    if spec.kernels:
+        for folder in spec.kernels.library_dirs:
+            for lib in spec.kernels.libraries:
+                candidate = folder / f"lib{lib}.so"
+                if candidate.exists():
+                    st = candidate.stat()
+                    h.update(f"{candidate}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    return h.hexdigest()
+
+
+def _installed_fingerprint(spec: ChipSpec) -> str | None:
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(spec.chip.distribution)
+    except metadata.PackageNotFoundError:
+        return None
+    stamp = dist.locate_file(f"{spec.chip.package}/_build.json")
+    try:
+        return json.loads(Path(stamp).read_text()).get("inputs")
+    except (OSError, ValueError):
+        return None
+
+
+def _run(cmd: list[str], env: dict, log_path: Path, verbose: bool, what: str) -> None:
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            if verbose:
+                sys.stderr.write(line)
+        code = proc.wait()
+    if code != 0:
+        tail = "".join(log_path.read_text().splitlines(keepends=True)[-40:])
+        raise BuildError(f"{what} failed (exit {code}); full log: {log_path}\n{tail}")
+
+
+def compile_package(spec: ChipSpec, result: GenerateResult, *, install: bool, verbose: bool,
+                    progress: Callable[[str], None]) -> Path | None:
+    """Compile the generated package; install it (pip) or leave a wheel. Returns the wheel path."""
+    build_dir = build_dir_for(spec, result.output_dir)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    fingerprint = _inputs_fingerprint(spec, result.digest)
+    if install and _installed_fingerprint(spec) == fingerprint:
+        progress(f"{spec.chip.distribution} is up to date (installed, same inputs)")
+        return None
+    env = dict(os.environ, TORCHFL_BUILD_DIR=str(build_dir), TORCHFL_BUILD_INPUTS=fingerprint,
+               MAX_JOBS=os.environ.get("MAX_JOBS", str(os.cpu_count() or 1)))
+    pip = [sys.executable, "-m", "pip"]
+    flags = ["--no-build-isolation", "--no-deps", "--disable-pip-version-check"]
+    if install:
+        progress(f"compiling and installing {spec.chip.distribution} (log: {build_dir / 'build.log'})")
+        _run(pip + ["install", *flags, str(result.output_dir)], env, build_dir / "build.log", verbose, "pip install")
+        return None
+    wheels = build_dir / "dist"
+    shutil.rmtree(wheels, ignore_errors=True)
+    progress(f"compiling {spec.chip.distribution} into a wheel (log: {build_dir / 'build.log'})")
+    _run(pip + ["wheel", *flags, "-w", str(wheels), str(result.output_dir)], env, build_dir / "build.log",
+         verbose, "pip wheel")
+    found = sorted(wheels.glob("*.whl"))
+    if not found:
+        raise BuildError(f"pip wheel produced no wheel in {wheels}")
+    return found[0]
+
+
+def timed(fn, *args, **kwargs):
+    start = time.perf_counter()
+    value = fn(*args, **kwargs)
+    return value, time.perf_counter() - start

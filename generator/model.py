@@ -1,0 +1,155 @@
+"""The validated chip spec as frozen dataclasses: the single truth the templates format.
+
+Nothing here reads YAML or knows about locations; `generator.spec.load_spec` builds a
+`ChipSpec` only from a document that passed schema and semantic validation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Driver hooks every privateuse1 chip must provide, in the order the generated
+# code declares them. The C signature of each is fixed (the hook ABI, see
+# docs/spec.md): a CUDA-runtime-shaped C API with int status codes.
+REQUIRED_HOOKS = (
+    "driver_version", "error_string", "device_count", "set_device", "get_device",
+    "device_synchronize", "malloc", "free", "mem_get_info", "host_malloc", "host_free",
+    "memcpy", "memcpy_async", "memset_async",
+    "stream_create", "stream_destroy", "stream_synchronize", "stream_query", "stream_wait_event",
+    "event_create", "event_destroy", "event_record", "event_query", "event_synchronize",
+    "event_elapsed_time",
+)
+
+FALLBACK_STEPS = ("cpu",)
+WARN_POLICIES = ("once", "always", "never")
+
+
+@dataclass(frozen=True)
+class Chip:
+    name: str             # torch device type string, e.g. "npu"
+    vendor: str
+    integration: str      # "privateuse1" (native comes with the driver-versions issue)
+    description: str
+
+    @property
+    def package(self) -> str:
+        """Python package of the generated backend, e.g. torch_fl_npu."""
+        return f"torch_fl_{self.name}"
+
+    @property
+    def distribution(self) -> str:
+        return f"torch-fl-{self.name}"
+
+
+@dataclass(frozen=True)
+class DriverStatus:
+    success: int
+    not_ready: int
+    out_of_memory: int
+
+
+@dataclass(frozen=True)
+class MemcpyKinds:
+    host_to_host: int
+    host_to_device: int
+    device_to_host: int
+    device_to_device: int
+
+
+@dataclass(frozen=True)
+class Driver:
+    libraries: tuple[str, ...]          # file names, dlopen'ed in order
+    search_paths: tuple[Path, ...]      # absolute, resolved against the spec's folder
+    home_env: str | None                # env var naming a folder that overrides search_paths
+    version: str                        # "2.1": the driver version the backend is built for
+    status: DriverStatus
+    memcpy_kinds: MemcpyKinds
+    hooks: tuple[tuple[str, str], ...]  # (hook, symbol) in REQUIRED_HOOKS order
+
+    @property
+    def version_code(self) -> int:
+        """The driver's integer encoding of `version`: major*1000 + minor*10 (CUDA's)."""
+        major, _, minor = self.version.partition(".")
+        return int(major) * 1000 + int(minor or 0) * 10
+
+    def symbol(self, hook: str) -> str:
+        return dict(self.hooks)[hook]
+
+
+@dataclass(frozen=True)
+class Kernels:
+    namespace: str                      # C++ namespace, e.g. "simnpu::ops"
+    headers: tuple[str, ...]            # as written in #include <...>
+    include_dirs: tuple[Path, ...]      # absolute
+    libraries: tuple[str, ...]          # linker names (-l)
+    library_dirs: tuple[Path, ...]      # absolute
+
+
+@dataclass(frozen=True)
+class Argument:
+    name: str
+    cpp_type: str                       # dispatcher C++ type, e.g. "const at::Tensor &"
+
+
+@dataclass(frozen=True)
+class OpSignature:
+    """An aten op's dispatcher signature, taken from the installed torch."""
+    schema: str                         # "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"
+    returns: str                        # C++ return type
+    arguments: tuple[Argument, ...]
+
+    def decl(self, name: str) -> str:
+        args = ", ".join(f"{a.cpp_type} {a.name}" for a in self.arguments)
+        return f"{self.returns} {name}({args})"
+
+    def call_args(self) -> str:
+        return ", ".join(a.name for a in self.arguments)
+
+
+@dataclass(frozen=True)
+class OpEntry:
+    name: str                           # "add.Tensor"
+    kernel: str | None                  # vendor kernel name in Kernels.namespace, or None
+    fallback: tuple[str, ...]           # chain tried when there is no kernel; () = error
+    require_vendor: bool
+    signature: OpSignature
+    line: int                           # line in the spec, for error messages pointing back
+
+    @property
+    def cpp_ident(self) -> str:
+        """A C++ identifier for this op, e.g. add_Tensor, add__Tensor."""
+        return self.name.replace(".", "_")
+
+
+@dataclass(frozen=True)
+class FallbackPolicy:
+    default: tuple[str, ...]            # chain for ops the spec does not name
+    warn: str                           # once | always | never
+
+
+@dataclass(frozen=True)
+class Amp:
+    dtypes: tuple[str, ...]             # torch dtype names, e.g. ("float16", "bfloat16")
+    default: str
+
+
+@dataclass(frozen=True)
+class ChipSpec:
+    spec_version: int
+    source: Path                        # the spec file, absolute
+    source_display: str                 # as given on the command line, for messages
+    spec_sha256: str                    # of the file's bytes: headers and build-cache keys
+    chip: Chip
+    driver: Driver
+    kernels: Kernels | None
+    dtypes: tuple[str, ...]
+    ops: tuple[OpEntry, ...] = field(default=())
+    fallback: FallbackPolicy = FallbackPolicy(default=("cpu",), warn="once")
+    amp: Amp | None = None
+
+    @property
+    def vendor_ops(self) -> tuple[OpEntry, ...]:
+        return tuple(op for op in self.ops if op.kernel is not None)
+
+    def op(self, name: str) -> OpEntry | None:
+        return next((op for op in self.ops if op.name == name), None)

@@ -1,0 +1,59 @@
+"""How the generated suite checks each vendor op against the CPU.
+
+Per aten op, the cases that reach it: an OpInfo from torch's op_db (its sample
+inputs, run on the chip and on the CPU; `grad` compares gradients too, for
+backward kernels), or an expression `f(device)` run with the same seed on both
+devices (for in-place and random ops: the chip's RNG is CPU-compatible, so a
+seeded chip draws what a seeded CPU draws). Each case also asserts that the
+vendor kernel really ran.
+"""
+from __future__ import annotations
+
+# aten op -> tuple of ("opinfo", name, mode) or ("expr", python lambda source)
+CASES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "add.Tensor": (("opinfo", "add", "op"),),
+    "add_.Tensor": (("expr", "lambda d: torch.randn(6, 5, device=d).add_(torch.randn(5, device=d), alpha=0.5)"),),
+    "sub.Tensor": (("opinfo", "sub", "op"),),
+    "sub_.Tensor": (("expr", "lambda d: torch.randn(6, 5, device=d).sub_(torch.randn(6, 1, device=d), alpha=2)"),),
+    "mul.Tensor": (("opinfo", "mul", "op"),),
+    "mul_.Tensor": (("expr", "lambda d: torch.randn(3, 4, device=d).mul_(torch.randn(3, 4, device=d))"),),
+    "div.Tensor": (("opinfo", "div", "op"),),
+    "div_.Tensor": (("expr", "lambda d: torch.randn(3, 4, device=d).div_(torch.rand(4, device=d) + 0.5)"),),
+    "relu": (("opinfo", "nn.functional.relu", "op"),),
+    "relu_": (("expr", "lambda d: torch.randn(7, 3, device=d).relu_()"),),
+    "threshold_backward": (("opinfo", "nn.functional.relu", "grad"),),
+    "mm": (("opinfo", "mm", "op"),),
+    "addmm": (("opinfo", "addmm", "op"),),
+    "convolution": (("opinfo", "nn.functional.conv2d", "op"),),
+    "convolution_backward": (("opinfo", "nn.functional.conv2d", "grad"),),
+    "max_pool2d_with_indices": (("opinfo", "nn.functional.max_pool2d", "op"),),
+    "max_pool2d_with_indices_backward": (("opinfo", "nn.functional.max_pool2d", "grad"),),
+    "_adaptive_avg_pool2d": (("opinfo", "nn.functional.adaptive_avg_pool2d", "op"),),
+    "_adaptive_avg_pool2d_backward": (("opinfo", "nn.functional.adaptive_avg_pool2d", "grad"),),
+    "native_batch_norm": (("opinfo", "nn.functional.batch_norm", "op"),),
+    "native_batch_norm_backward": (("opinfo", "nn.functional.batch_norm", "grad"),),
+    "_log_softmax": (("opinfo", "log_softmax", "op"),),
+    "_log_softmax_backward_data": (("opinfo", "log_softmax", "grad"),),
+    "nll_loss_forward": (("opinfo", "nn.functional.nll_loss", "op"),),
+    "nll_loss_backward": (("opinfo", "nn.functional.nll_loss", "grad"),),
+    "sum.dim_IntList": (("opinfo", "sum", "op"),),
+    "mean.dim": (("opinfo", "mean", "op"),),
+    "fill_.Scalar": (("expr", "lambda d: torch.empty(4, 6, device=d).fill_(2.5)"),
+                     ("expr", "lambda d: torch.empty(3, 3, dtype=torch.int64, device=d).fill_(7)")),
+    "zero_": (("expr", "lambda d: torch.randn(5, 5, device=d).zero_()"),),
+    "copy_": (("expr", "lambda d: torch.randn(4, 6, device=d).t().contiguous()"),
+              ("expr", "lambda d: torch.randn(4, 6, device=d).to(torch.float64)")),
+    "cat": (("opinfo", "cat", "op"),),
+    "normal_": (("expr", "lambda d: torch.randn(100, device=d)"),
+                ("expr", "lambda d: torch.empty(3, 40, device=d).normal_(2.0, 0.5)")),
+    "uniform_": (("expr", "lambda d: torch.rand(64, 3, device=d)"),),
+    "random_": (("expr", "lambda d: torch.empty(50, dtype=torch.int64, device=d).random_()"),),
+    "random_.from": (("expr", "lambda d: torch.randint(3, 10, (40,), device=d)"),),
+    "random_.to": (("expr", "lambda d: torch.empty(30, device=d).random_(5)"),),
+    "randperm.generator_out": (("expr", "lambda d: torch.randperm(30, device=d)"),),
+}
+
+
+def opinfo_names_for(op: str) -> tuple[tuple[str, ...], ...]:
+    """The check cases for a vendor op; empty when the generator knows none."""
+    return CASES.get(op, ())

@@ -1,0 +1,148 @@
+"""Render a ChipSpec into a backend package: the templates only format the model.
+
+Output is deterministic (sorted, no timestamps, paths relative to the output folder)
+so that regenerating a committed `generated/<chip>/` is byte-identical.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from . import __version__
+from .model import ChipSpec, OpEntry
+from .opinfo_map import opinfo_names_for
+
+TEMPLATE_ROOT = Path(__file__).parent / "templates"
+
+# template (relative to templates/privateuse1) -> output path; "{pkg}" is the package.
+PRIVATEUSE1_FILES = (
+    ("package/pyproject.toml.j2", "pyproject.toml"),
+    ("package/setup.py.j2", "setup.py"),
+    ("package/README.md.j2", "README.md"),
+    ("package/gitignore.j2", ".gitignore"),
+    ("csrc/driver.cpp.j2", "csrc/driver.cpp"),
+    ("csrc/registration.cpp.j2", "csrc/registration.cpp"),
+    ("csrc/ops.cpp.j2", "csrc/ops.cpp"),
+    ("csrc/module.cpp.j2", "csrc/module.cpp"),
+    ("package/__init__.py.j2", "{pkg}/__init__.py"),
+    ("package/device.py.j2", "{pkg}/device.py"),
+    ("package/spec.py.j2", "{pkg}/spec.py"),
+    ("tests/conftest.py.j2", "tests/conftest.py"),
+    ("tests/test_device.py.j2", "tests/test_device.py"),
+    ("tests/test_vendor_ops.py.j2", "tests/test_vendor_ops.py"),
+)
+
+# The marker that says a folder was written by torchfl-gen (and may be replaced).
+MARKER = ".torchfl-generated"
+
+
+def cpp_string(value: str) -> str:
+    """A C++ string literal for any text: only printable ASCII passes through unescaped."""
+    out = ['"']
+    for ch in value:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 0x20 <= code < 0x7F and ch != "?":  # '?' escaped: no trigraphs
+            out.append(ch)
+        else:
+            for byte in ch.encode("utf-8"):
+                out.append(f"\\{byte:03o}")
+    out.append('"')
+    return "".join(out)
+
+
+def py_string(value: str) -> str:
+    """A Python string literal (repr is exact and safe for any text)."""
+    return repr(str(value))
+
+
+@dataclass(frozen=True)
+class VendorWrapper:
+    """What ops.cpp needs to emit one vendor-kernel wrapper."""
+    op: OpEntry
+    decl: str            # C++ declaration of the wrapper
+    guard_arg: str | None  # the first tensor argument: its device is made current
+    call: str            # the kernel call
+
+
+def _guard_arg(op: OpEntry) -> str | None:
+    for arg in op.signature.arguments:
+        t = arg.cpp_type.replace(" ", "")
+        if t in ("constat::Tensor&", "at::Tensor&", "const::std::optional<at::Tensor>&"):
+            return arg.name
+    return None
+
+
+def vendor_wrappers(spec: ChipSpec) -> list[VendorWrapper]:
+    wrappers = []
+    assert spec.kernels is not None or not spec.vendor_ops
+    for op in spec.vendor_ops:
+        name = f"{op.cpp_ident}_vendor"
+        args = op.signature.call_args()
+        call = f"{spec.kernels.namespace}::{op.kernel}(torch_fl::StreamArg::current(){', ' if args else ''}{args})"
+        wrappers.append(VendorWrapper(op=op, decl=op.signature.decl(name), guard_arg=_guard_arg(op), call=call))
+    return wrappers
+
+
+def _relpath(target: Path, output_dir: Path) -> str:
+    return Path(os.path.relpath(target, output_dir)).as_posix()
+
+
+def render(spec: ChipSpec, output_dir: Path) -> dict[str, str]:
+    """Every file of the package, path -> text, for a package written to `output_dir`."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_ROOT)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["cpp_string"] = cpp_string
+    env.filters["py_string"] = py_string
+    env.filters["tojson"] = lambda v: json.dumps(v, sort_keys=True)
+
+    output_dir = output_dir.resolve()
+    source = _relpath(spec.source, Path.cwd()) if spec.source.is_relative_to(Path.cwd()) else spec.source.name
+    context = {
+        "spec": spec,
+        "chip": spec.chip,
+        "pkg": spec.chip.package,
+        "generator_version": __version__,
+        "spec_source": source,
+        "spec_digest": spec.spec_sha256[:16],
+        "package_version": f"{__version__}+driver{spec.driver.version}",
+        "wrappers": vendor_wrappers(spec),
+        "copy_wrapper": next((w for w in vendor_wrappers(spec) if w.op.name == "copy_"), None),
+        "routed_ops": [op for op in spec.ops if op.kernel is None],
+        "paths": {
+            "kernel_include_dirs": [_relpath(p, output_dir) for p in (spec.kernels.include_dirs if spec.kernels else ())],
+            "kernel_library_dirs": [_relpath(p, output_dir) for p in (spec.kernels.library_dirs if spec.kernels else ())],
+            "kernel_libraries": list(spec.kernels.libraries) if spec.kernels else [],
+            "driver_search_paths": [_relpath(p, output_dir) for p in spec.driver.search_paths],
+        },
+        "opinfo_cases": [(op.name, names) for op in spec.vendor_ops if (names := opinfo_names_for(op.name))],
+        "untested_vendor_ops": [op.name for op in spec.vendor_ops if not opinfo_names_for(op.name)],
+    }
+    files: dict[str, str] = {}
+    for template, out in PRIVATEUSE1_FILES:
+        path = out.replace("{pkg}", spec.chip.package)
+        files[path] = env.get_template(f"privateuse1/{template}").render(**context)
+    files[MARKER] = (
+        f"Written by torchfl-gen {__version__} from {source}; "
+        "torchfl-gen replaces this folder on each build.\n"
+    )
+    return files
+
+
+def digest(files: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    for path in sorted(files):
+        h.update(path.encode() + b"\0" + files[path].encode() + b"\0")
+    return h.hexdigest()

@@ -1,0 +1,403 @@
+"""Load a chip spec: YAML with locations -> JSON Schema -> semantic checks -> frozen model.
+
+`load_spec` either returns a `ChipSpec` or raises `SpecErrors` listing every problem of
+the file, each located as ``FILE:LINE:COL: PATH: MESSAGE``. Bad input never produces a
+traceback: an unexpected exception while loading still becomes a located error.
+"""
+from __future__ import annotations
+
+import difflib
+import functools
+import hashlib
+import json
+import os
+import re
+import warnings
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from . import model
+from .errors import SpecError, SpecErrors
+from .yaml_loader import MAX_BYTES, YamlDocument, format_path, load_yaml_bytes
+
+SCHEMA_FILE = "chip-spec.schema.json"
+
+# torch's built-in device types (c10::DeviceType names, as torch.device parses them) plus
+# a few reserved names; a privateuse1 backend may not take any of them.
+BUILTIN_DEVICE_TYPES = frozenset({
+    "cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga",
+    "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone", "metal",
+    "privateuse1", "mkl", "sparse", "quantized",
+})
+
+
+@functools.lru_cache(maxsize=1)
+def load_schema() -> dict:
+    """The chip spec JSON Schema (draft 2020-12) shipped with the generator."""
+    text = resources.files(__package__).joinpath("schema", SCHEMA_FILE).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+@functools.lru_cache(maxsize=1)
+def _validator():
+    import jsonschema
+    schema = load_schema()
+    cls = jsonschema.Draft202012Validator
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def is_builtin_device_type(name: str) -> bool:
+    """True if ``name`` is a device type torch itself defines (cpu, cuda, meta, ...)."""
+    if name in BUILTIN_DEVICE_TYPES:
+        return True
+    try:
+        import torch
+        if name == torch._C._get_privateuse1_backend_name():
+            return False   # this very backend, already registered in this process
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.device(name)
+        return True
+    except Exception:
+        return False
+
+
+# --------------------------------------------------------------------------- messages
+
+_PATTERN_WHAT = {
+    r"^[a-z][a-z0-9_]{0,30}$": "a lowercase identifier of at most 31 characters (a-z, 0-9, _; starting with a letter)",
+    r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$": "a name of letters, digits, '_', '.', '-' (at most 64 characters)",
+    r"^[A-Za-z_][A-Za-z0-9_]*$": "a C identifier",
+    r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*$": "a C++ namespace (like vendor::ops)",
+    r"^(?!.*(^|/)\.\.(/|$))[A-Za-z0-9_./-]+\.(h|hpp|hh)$": "a header path ending in .h, .hpp or .hh, without '..'",
+    r"^lib[A-Za-z0-9_.+-]+\.so(\.[0-9]+)*$": "a shared library file name (like libfoo.so or libfoo.so.1)",
+    r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$": "a linker name (like foo for -lfoo)",
+    r"^[0-9]+\.[0-9]+$": "a \"MAJOR.MINOR\" version",
+    r"^[A-Z_][A-Z0-9_]*$": "an environment variable name (A-Z, 0-9, _)",
+    r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$": "an aten op name (name or name.overload)",
+    r"^[^\x00\n\r]+$": "a path on one line",
+}
+
+_TYPE_NAMES = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer",
+               "number": "a number", "boolean": "a boolean", "null": "null"}
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, int):
+        return f"an integer ({value})"
+    if isinstance(value, float):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return f"a string ({value!r})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return _describe(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "null"
+    return repr(value)
+
+
+def _nearest(word: str, choices) -> str | None:
+    m = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return m[0] if m else None
+
+
+def _did_you_mean(word: str, choices) -> str:
+    m = _nearest(word, choices)
+    return f" (did you mean '{m}'?)" if m else ""
+
+
+def _schema_errors(doc: YamlDocument) -> list[SpecError]:
+    errors = list(_validator().iter_errors(doc.data))
+    # A misspelled key also makes its key "missing": report only the misspelling.
+    suggested: set[tuple] = set()
+    for e in errors:
+        if e.validator == "additionalProperties" and isinstance(e.instance, dict):
+            allowed = set(e.schema.get("properties", {}))
+            for key in e.instance:
+                if key not in allowed and (m := _nearest(key, allowed)) is not None:
+                    suggested.add((tuple(e.absolute_path), m))
+    out: list[SpecError] = []
+    for e in errors:
+        path = tuple(e.absolute_path)
+        kind = e.validator
+        val = e.validator_value
+        inst = e.instance
+        schema = e.schema if isinstance(e.schema, dict) else {}
+        if kind == "additionalProperties" and isinstance(inst, dict):
+            allowed = set(schema.get("properties", {}))
+            for key in inst:
+                if key in allowed:
+                    continue
+                hint = "allowed keys: " + ", ".join(schema.get("properties", {})) if allowed else None
+                out.append(doc.error(path + (key,), f"unknown key '{key}'{_did_you_mean(key, allowed)}",
+                                     hint=hint, at="key", shown_path=path))
+        elif kind == "required" and isinstance(inst, dict):
+            for key in val:
+                if key not in inst and (path, key) not in suggested:
+                    out.append(doc.error(path, f"missing required key '{key}'", at="key"))
+        elif "propertyNames" in e.schema_path:
+            out.append(doc.error(path + (inst,), f"invalid op name '{inst}': must be "
+                                 + _PATTERN_WHAT.get(val, f"matching {val}") if kind == "pattern"
+                                 else f"invalid key '{inst}'", at="key", shown_path=path))
+        elif kind == "type":
+            types = val if isinstance(val, list) else [val]
+            want = " or ".join(_TYPE_NAMES.get(t, t) for t in types)
+            hint = None
+            if "string" in types and isinstance(inst, (int, float)) and not isinstance(inst, bool):
+                hint = f"quote it: \"{doc.scalars.get(path, inst)}\""
+            got = _describe(inst)
+            if isinstance(inst, (int, float)) and not isinstance(inst, bool) and path in doc.scalars:
+                got = f"{got.split(' (')[0]} ({doc.scalars[path]})"   # as written: 2.10, not 2.1
+            out.append(doc.error(path, f"expected {want}, got {got}", hint=hint))
+        elif kind == "enum":
+            allowed = [str(v) for v in val]
+            msg = f"invalid value {_short(inst)} (expected one of: {', '.join(allowed)})"
+            if isinstance(inst, str):
+                m = _nearest(inst, allowed)
+                if m:
+                    msg = f"invalid value {inst!r} (did you mean '{m}'? expected one of: {', '.join(allowed)})"
+            out.append(doc.error(path, msg))
+        elif kind == "const":
+            if path == ("spec_version",):
+                out.append(doc.error(path, f"unsupported spec_version {_short(inst)} (this torchfl-gen "
+                                     f"reads spec_version {val})"))
+            else:
+                out.append(doc.error(path, f"must be {_short(val)}, got {_short(inst)}"))
+        elif kind == "pattern":
+            what = _PATTERN_WHAT.get(val, f"matching the pattern {val}")
+            out.append(doc.error(path, f"{_short(inst)} is not {what}"))
+        elif kind == "minItems":
+            out.append(doc.error(path, "must not be empty" if val == 1 else f"needs at least {val} items"))
+        elif kind == "minProperties":
+            if len(path) == 2 and path[0] == "ops":
+                out.append(doc.error(path, "an op entry needs 'kernel' and/or 'fallback'"))
+            else:
+                out.append(doc.error(path, "must not be empty"))
+        elif kind == "uniqueItems" and isinstance(inst, list):
+            seen: list = []
+            for i, item in enumerate(inst):
+                if item in seen:
+                    out.append(doc.error(path + (i,), f"duplicate item {_short(item)}"))
+                else:
+                    seen.append(item)
+        elif kind == "maxLength":
+            out.append(doc.error(path, f"is longer than {val} characters"))
+        elif kind == "minLength":
+            out.append(doc.error(path, "must not be empty" if val == 1 else f"is shorter than {val} characters"))
+        elif kind in ("minimum", "maximum"):
+            out.append(doc.error(path, f"{_short(inst)} is out of range (must be {'>=' if kind == 'minimum' else '<='} {val})"))
+        else:
+            out.append(doc.error(path, e.message))
+    return out
+
+
+# --------------------------------------------------------------------------- semantics
+
+def _get(d: Any, *keys: str) -> Any:
+    for k in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
+def _semantic_errors(doc: YamlDocument) -> list[SpecError]:
+    from . import torch_ops
+
+    data = doc.data if isinstance(doc.data, dict) else {}
+    out: list[SpecError] = []
+
+    name = _get(data, "chip", "name")
+    if isinstance(name, str) and is_builtin_device_type(name):
+        out.append(doc.error(("chip", "name"), f"'{name}' is a built-in torch device type",
+                             hint="choose a name torch does not define itself"))
+
+    version = _get(data, "driver", "version")
+    if isinstance(version, str) and re.fullmatch(r"[0-9]+\.[0-9]+", version):
+        if int(version.partition(".")[2]) >= 100:
+            out.append(doc.error(("driver", "version"), f"minor version of '{version}' must be below 100 "
+                                 "(it is encoded as MAJOR*1000 + MINOR*10)"))
+
+    ops = data.get("ops")
+    first_kernel_path = None
+    if isinstance(ops, dict):
+        op_re = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$")
+        for op, entry in ops.items():
+            if not op_re.match(op):
+                continue   # reported by the schema
+            if torch_ops.lookup(op) is None:
+                s = torch_ops.suggest(op)
+                out.append(doc.error(("ops", op), f"unknown aten op '{op}'"
+                                     + (f" (did you mean '{s}'?)" if s else ""), at="key", shown_path=("ops",)))
+            elif not torch_ops.in_running_torch(op):
+                out.append(doc.error(("ops", op), f"aten op '{op}' is in torchgen's native_functions.yaml "
+                                     "but not in the running torch", at="key", shown_path=("ops",),
+                                     hint="torch and torchgen disagree; reinstall torch"))
+            elif torch_ops.is_composite_implicit(op):
+                out.append(doc.error(("ops", op), f"aten op '{op}' is CompositeImplicitAutograd: it decomposes "
+                                     "before it reaches a backend; map the ops it decomposes into",
+                                     at="key", shown_path=("ops",)))
+            if not isinstance(entry, dict):
+                continue
+            if entry.get("kernel") is not None and first_kernel_path is None:
+                first_kernel_path = ("ops", op, "kernel")
+            if entry.get("require") == "vendor":
+                if "kernel" not in entry:
+                    out.append(doc.error(("ops", op, "require"), "'require: vendor' needs a 'kernel'",
+                                         at="key", hint="name the vendor kernel, or drop 'require'"))
+                elif isinstance(entry.get("fallback"), list) and entry["fallback"]:
+                    out.append(doc.error(("ops", op, "fallback"), "'require: vendor' forbids a fallback",
+                                         at="key"))
+
+    if first_kernel_path is not None and "kernels" not in data:
+        out.append(doc.error(first_kernel_path, "op has a kernel but the spec has no 'kernels' section",
+                             at="key", hint="add a top-level 'kernels' section naming the vendor kernel library"))
+
+    dtypes = data.get("dtypes")
+    amp = data.get("amp")
+    if isinstance(amp, dict):
+        amp_dtypes = amp.get("dtypes")
+        if isinstance(dtypes, list) and isinstance(amp_dtypes, list):
+            for i, dt in enumerate(amp_dtypes):
+                if isinstance(dt, str) and dt not in dtypes:
+                    out.append(doc.error(("amp", "dtypes", i), f"amp dtype '{dt}' is not in dtypes"))
+        default = amp.get("default")
+        if isinstance(default, str) and isinstance(amp_dtypes, list) and default not in amp_dtypes:
+            out.append(doc.error(("amp", "default"), f"amp default '{default}' is not one of amp.dtypes"))
+    return out
+
+
+# --------------------------------------------------------------------------- model
+
+def _abs_paths(items, base: Path) -> tuple[Path, ...]:
+    return tuple(Path(os.path.normpath(base / os.path.expanduser(p))) for p in items)
+
+
+def _build(doc: YamlDocument, source: Path, display: str, raw: bytes) -> model.ChipSpec:
+    from . import torch_ops
+
+    d = doc.data
+    base = source.parent
+    chip = d["chip"]
+    drv = d["driver"]
+    hooks = drv["hooks"]
+    k = d.get("kernels")
+    kernels = None
+    if k is not None:
+        kernels = model.Kernels(
+            namespace=k["namespace"],
+            headers=tuple(k["headers"]),
+            include_dirs=_abs_paths(k.get("include_dirs", []), base),
+            libraries=tuple(k.get("libraries", [])),
+            library_dirs=_abs_paths(k.get("library_dirs", []), base),
+        )
+    ops = []
+    for name, entry in (d.get("ops") or {}).items():
+        ops.append(model.OpEntry(
+            name=name,
+            kernel=entry.get("kernel"),
+            fallback=tuple(entry.get("fallback", ())),
+            require_vendor=entry.get("require") == "vendor",
+            signature=torch_ops.signature(name),
+            line=doc.key_loc(("ops", name))[0],
+        ))
+    fb = d.get("fallback") or {}
+    amp = d.get("amp")
+    return model.ChipSpec(
+        spec_version=d["spec_version"],
+        source=source,
+        source_display=display,
+        spec_sha256=hashlib.sha256(raw).hexdigest(),
+        chip=model.Chip(
+            name=chip["name"],
+            vendor=chip["vendor"],
+            integration=chip.get("integration", "privateuse1"),
+            description=chip.get("description", ""),
+        ),
+        driver=model.Driver(
+            libraries=tuple(drv["libraries"]),
+            search_paths=_abs_paths(drv.get("search_paths", []), base),
+            home_env=drv.get("home_env"),
+            version=drv["version"],
+            status=model.DriverStatus(**{f: drv["status"][f] for f in ("success", "not_ready", "out_of_memory")}),
+            memcpy_kinds=model.MemcpyKinds(**{f: drv["memcpy_kinds"][f] for f in (
+                "host_to_host", "host_to_device", "device_to_host", "device_to_device")}),
+            hooks=tuple((h, hooks[h]) for h in model.REQUIRED_HOOKS),
+        ),
+        kernels=kernels,
+        dtypes=tuple(d["dtypes"]),
+        ops=tuple(ops),
+        fallback=model.FallbackPolicy(default=tuple(fb.get("default", ("cpu",))), warn=fb.get("warn", "once")),
+        amp=model.Amp(dtypes=tuple(amp["dtypes"]), default=amp["default"]) if amp is not None else None,
+    )
+
+
+def _internal(display: str, stage: str, e: Exception) -> SpecErrors:
+    return SpecErrors([SpecError(display, 1, 1, "", f"internal error while {stage}: {type(e).__name__}: {e}",
+                                 hint="this is a torchfl-gen bug; please report it with the spec")])
+
+
+def parse_spec_bytes(raw: bytes, source: str | Path, display: str | None = None) -> model.ChipSpec:
+    """Validate spec bytes as if read from ``source``; raises SpecErrors."""
+    source = Path(os.path.normpath(Path(source).absolute()))
+    shown = display if display is not None else str(source)
+    try:
+        doc = load_yaml_bytes(raw, shown)
+    except SpecErrors:
+        raise
+    except Exception as e:   # never a traceback for bad input
+        raise _internal(shown, "reading YAML", e) from e
+    if not isinstance(doc.data, dict):
+        line, col = doc.value_loc(())
+        raise SpecErrors([SpecError(shown, line, col, "", "a spec must be a YAML mapping, got "
+                                    + _describe(doc.data))])
+    errors: list[SpecError] = []
+    try:
+        errors += _schema_errors(doc)
+    except Exception as e:
+        errors += _internal(shown, "validating against the schema", e).errors
+    try:
+        errors += _semantic_errors(doc)
+    except Exception as e:
+        errors += _internal(shown, "checking the spec", e).errors
+    if errors:
+        raise SpecErrors(errors)
+    try:
+        return _build(doc, source, shown, raw)
+    except Exception as e:
+        raise _internal(shown, "building the spec model", e) from e
+
+
+def load_spec(path: str | Path, display: str | None = None) -> model.ChipSpec:
+    """Load and validate the chip spec at ``path``.
+
+    ``display`` is how the file is named in messages (default: ``path`` as given).
+    Raises `SpecErrors` with every problem found, ordered by position.
+    """
+    shown = display if display is not None else str(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise SpecErrors([SpecError(shown, 1, 1, "", f"cannot read spec: {e.strerror or e}")]) from None
+    return parse_spec_bytes(raw, path, shown)
+
+
+__all__ = ["load_spec", "parse_spec_bytes", "load_schema", "is_builtin_device_type",
+           "BUILTIN_DEVICE_TYPES", "format_path", "SpecError", "SpecErrors"]

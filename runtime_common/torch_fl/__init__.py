@@ -1,0 +1,19 @@
+"""torch_fl: one API for every chip, native or generated from a spec.
+
+`init()` discovers the installed backends, `set_default_device()` makes one the
+default; `fallback_stats()` and `strict_fallback()` show and police CPU fallbacks.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ._api import fallback_stats, init, reset_fallback_stats, set_default_device, strict_fallback
+
+__version__ = "0.1.0"
+__all__ = ["csrc_dir", "fallback_stats", "init", "reset_fallback_stats", "set_default_device", "strict_fallback"]
+
+
+def csrc_dir() -> str:
+    """The shared C++ runtime (include/ and src/) that generated backends compile in."""
+    return os.fspath(Path(__file__).with_name("csrc"))

@@ -1,0 +1,22 @@
+// The operators every driver-hook chip needs before any vendor kernel: tensor
+// creation, views, resizing, copies between host and chip (through the driver's
+// memcpy hooks) and reading a scalar back. They are chip-agnostic: the
+// generated backend registers them with register_core_ops().
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/library.h>
+
+namespace torch_fl {
+
+// A vendor kernel for same-device copies with dtype conversion or strides
+// (the spec's `copy_` entry), bound to the current stream by the generated code.
+using DeviceCopyKernel = at::Tensor& (*)(at::Tensor& self, const at::Tensor& src, bool non_blocking);
+void set_device_copy_kernel(DeviceCopyKernel kernel);
+
+// dst.copy_(src) where either side is on the chip.
+at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking);
+
+void register_core_ops(torch::Library& m);
+
+}  // namespace torch_fl

@@ -1,0 +1,129 @@
+// Driver hooks: the C entry points a chip's spec names (driver.hooks), with the
+// fixed hook ABI documented in docs/spec.md. Every generated backend fills one
+// DriverApi by dlsym and hands it to the shared runtime, which reaches the chip
+// only through it.
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace torch_fl {
+
+struct DriverApi {
+  int (*driver_version)(int* version) = nullptr;
+  const char* (*error_string)(int status) = nullptr;
+  int (*device_count)(int* count) = nullptr;
+  int (*set_device)(int device) = nullptr;
+  int (*get_device)(int* device) = nullptr;
+  int (*device_synchronize)() = nullptr;
+  int (*malloc)(void** ptr, size_t size) = nullptr;
+  int (*free)(void* ptr) = nullptr;
+  int (*mem_get_info)(size_t* free_bytes, size_t* total_bytes) = nullptr;
+  int (*host_malloc)(void** ptr, size_t size) = nullptr;
+  int (*host_free)(void* ptr) = nullptr;
+  int (*memcpy)(void* dst, const void* src, size_t count, int kind) = nullptr;
+  int (*memcpy_async)(void* dst, const void* src, size_t count, int kind, void* stream) = nullptr;
+  int (*memset_async)(void* dst, int value, size_t count, void* stream) = nullptr;
+  int (*stream_create)(void** stream) = nullptr;
+  int (*stream_destroy)(void* stream) = nullptr;
+  int (*stream_synchronize)(void* stream) = nullptr;
+  int (*stream_query)(void* stream) = nullptr;
+  int (*stream_wait_event)(void* stream, void* event) = nullptr;
+  int (*event_create)(void** event) = nullptr;
+  int (*event_destroy)(void* event) = nullptr;
+  int (*event_record)(void* event, void* stream) = nullptr;
+  int (*event_query)(void* event) = nullptr;
+  int (*event_synchronize)(void* event) = nullptr;
+  int (*event_elapsed_time)(float* ms, void* start, void* end) = nullptr;
+};
+
+// One hook to resolve: the field it fills and the symbol the spec names.
+struct HookBinding {
+  const char* hook;
+  const char* symbol;
+  void** slot;
+};
+
+// What the spec says about the chip's driver, baked into the generated backend.
+struct DriverDescription {
+  std::string chip;                        // device name, e.g. "npu"
+  std::string spec;                        // the spec file the backend came from
+  std::vector<std::string> libraries;      // file names, dlopen'ed in order
+  std::vector<std::string> search_paths;   // folders tried before the loader's own
+  std::string home_env;                    // env var naming a folder that overrides them
+  std::string built_version;               // "2.1"
+  int built_version_code = 0;              // the driver's encoding of it
+  int status_success = 0;
+  int status_not_ready = 0;
+  int status_out_of_memory = 0;
+  int memcpy_host_to_host = 0;
+  int memcpy_host_to_device = 1;
+  int memcpy_device_to_host = 2;
+  int memcpy_device_to_device = 3;
+};
+
+// The loaded driver. `load` is called once by the generated backend; every
+// failure (missing library, symbol, version mismatch) becomes one error naming
+// the library, the symbol, dlerror's text and the spec.
+class Driver {
+ public:
+  static Driver& instance();
+
+  // Called once, at static-initialisation time, by the generated backend: says
+  // what to load. Nothing is opened until the chip is first used.
+  void configure(DriverDescription description, std::vector<HookBinding> hooks);
+  // Folders to search for the libraries, set by the Python package from its
+  // build record before first use (they are machine-specific, so not compiled in).
+  void set_search_paths(std::vector<std::string> paths) { description_.search_paths = std::move(paths); }
+  // Opens the libraries and resolves every hook, once. Throws c10::Error on
+  // failure and keeps the message, so later calls rethrow the same text.
+  void ensure_loaded();
+  // Like ensure_loaded, but reports failure as false instead of throwing.
+  bool try_load() noexcept;
+  bool loaded() const { return loaded_; }
+  const std::string& load_error() const { return load_error_; }
+  // Loads on first use; throws the load error if the driver cannot be loaded.
+  const DriverApi& api();
+  const DriverDescription& description() const { return description_; }
+  DriverApi& mutable_api() { return api_; }
+  const std::vector<std::string>& loaded_library_paths() const { return library_paths_; }
+  int runtime_version_code() const { return runtime_version_code_; }
+
+  // Status helpers.
+  bool ok(int status) const { return status == description_.status_success; }
+  std::string error_text(int status) const;
+  // Raises c10::Error "<chip> driver error <status> (<text>) in <what>".
+  [[noreturn]] void fail(int status, const char* what) const;
+
+ private:
+  DriverApi api_;
+  DriverDescription description_;
+  std::vector<HookBinding> hooks_;
+  std::atomic<bool> loaded_{false};
+  std::string load_error_;
+  std::vector<std::string> library_paths_;
+  std::vector<void*> handles_;
+  int runtime_version_code_ = 0;
+};
+
+inline const DriverApi& driver() { return Driver::instance().api(); }
+
+// Call a driver hook and raise a located error unless it returned success.
+#define TORCH_FL_DRIVER_CHECK(call)                                       \
+  do {                                                                    \
+    int torch_fl_status_ = (call);                                        \
+    if (C10_UNLIKELY(!::torch_fl::Driver::instance().ok(torch_fl_status_))) \
+      ::torch_fl::Driver::instance().fail(torch_fl_status_, #call);       \
+  } while (0)
+
+// The chip's device index as the driver's current device.
+c10::DeviceIndex current_device();
+void set_current_device(c10::DeviceIndex device);
+c10::DeviceIndex device_count() noexcept;
+
+}  // namespace torch_fl

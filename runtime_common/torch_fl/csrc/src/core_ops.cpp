@@ -1,0 +1,284 @@
+#include <torch_fl/caching_allocator.h>
+#include <torch_fl/core_ops.h>
+#include <torch_fl/driver.h>
+#include <torch_fl/fallback.h>
+#include <torch_fl/host_allocator.h>
+#include <torch_fl/streams.h>
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/as_strided_cpu_dispatch.h>
+#include <ATen/ops/set_cpu_dispatch.h>
+#include <ATen/ops/view_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+
+namespace torch_fl {
+
+namespace {
+
+constexpr c10::DispatchKeySet kChipKeys(c10::DispatchKey::PrivateUse1);
+
+DeviceCopyKernel device_copy_kernel = nullptr;
+
+const DriverDescription& desc() { return Driver::instance().description(); }
+
+// Bytes from a tensor's first element to one past its last (strides are >= 0).
+size_t span_bytes(const at::Tensor& t) {
+  if (t.numel() == 0) return 0;
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return static_cast<size_t>(last + 1) * t.element_size();
+}
+
+// Strides describing the span as its own buffer (storage offset 0).
+at::Tensor host_view_of_span(const at::Tensor& like, void* base) {
+  return at::from_blob(base, like.sizes(), like.strides(), at::TensorOptions().dtype(like.dtype()));
+}
+
+void* device_ptr(const at::Tensor& t) { return const_cast<void*>(t.const_data_ptr()); }
+
+bool is_dense(const at::Tensor& t) { return t.is_non_overlapping_and_dense(); }
+
+// Host -> chip: dst is on the chip, src on the host.
+void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  const c10::DeviceGuard guard(dst.device());
+  const auto stream = current_stream(dst.device().index());
+  void* dst_ptr = device_ptr(dst);
+  const size_t bytes = span_bytes(dst);
+  const bool direct = is_dense(dst) && src.dtype() == dst.dtype() && src.sizes() == dst.sizes() &&
+                      src.strides() == dst.strides() && src.storage_offset() >= 0;
+  if (direct) {
+    const bool pinned = PinnedHostAllocator::instance().is_pinned(src.data_ptr());
+    TORCH_FL_DRIVER_CHECK(driver().memcpy_async(dst_ptr, src.data_ptr(), bytes, desc().memcpy_host_to_device,
+                                                native_stream(stream)));
+    if (!(non_blocking && pinned)) synchronize_stream(stream);
+    return;
+  }
+  // Stage on the host in dst's layout; where dst has gaps (a strided view), read
+  // the span first so the bytes between its elements are written back unchanged.
+  at::Tensor staging = at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte));
+  if (!is_dense(dst)) {
+    TORCH_FL_DRIVER_CHECK(driver().memcpy_async(staging.data_ptr(), dst_ptr, bytes, desc().memcpy_device_to_host,
+                                                native_stream(stream)));
+    synchronize_stream(stream);
+  }
+  host_view_of_span(dst, staging.data_ptr()).copy_(src);
+  TORCH_FL_DRIVER_CHECK(driver().memcpy_async(dst_ptr, staging.data_ptr(), bytes, desc().memcpy_host_to_device,
+                                              native_stream(stream)));
+  synchronize_stream(stream);  // the staging buffer dies with this scope
+}
+
+// Chip -> host: src is on the chip, dst on the host.
+void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  const c10::DeviceGuard guard(src.device());
+  const auto stream = current_stream(src.device().index());
+  const void* src_ptr = device_ptr(src);
+  const size_t bytes = span_bytes(src);
+  const bool direct = is_dense(src) && dst.dtype() == src.dtype() && dst.sizes() == src.sizes() &&
+                      dst.strides() == src.strides();
+  if (direct) {
+    const bool pinned = PinnedHostAllocator::instance().is_pinned(dst.data_ptr());
+    TORCH_FL_DRIVER_CHECK(driver().memcpy_async(dst.data_ptr(), src_ptr, bytes, desc().memcpy_device_to_host,
+                                                native_stream(stream)));
+    if (!(non_blocking && pinned)) synchronize_stream(stream);
+    return;
+  }
+  at::Tensor staging = at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte));
+  TORCH_FL_DRIVER_CHECK(driver().memcpy_async(staging.data_ptr(), src_ptr, bytes, desc().memcpy_device_to_host,
+                                              native_stream(stream)));
+  synchronize_stream(stream);
+  const_cast<at::Tensor&>(dst).copy_(host_view_of_span(src, staging.data_ptr()));
+}
+
+// Same device, same dtype, both dense with equal strides: one driver copy.
+bool copy_device_bytes(const at::Tensor& src, const at::Tensor& dst) {
+  if (src.dtype() != dst.dtype() || src.sizes() != dst.sizes() || src.strides() != dst.strides() ||
+      !is_dense(src)) {
+    return false;
+  }
+  const c10::DeviceGuard guard(dst.device());
+  const auto stream = current_stream(dst.device().index());
+  TORCH_FL_DRIVER_CHECK(driver().memcpy_async(device_ptr(dst), device_ptr(src), span_bytes(src),
+                                              desc().memcpy_device_to_device, native_stream(stream)));
+  return true;
+}
+
+void copy_within_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  if (copy_device_bytes(src, dst)) return;
+  if (device_copy_kernel) {
+    const c10::DeviceGuard guard(dst.device());
+    device_copy_kernel(const_cast<at::Tensor&>(dst), src, non_blocking);
+    return;
+  }
+  // No vendor copy kernel: stage through the host, a visible CPU fallback.
+  note_fallback("copy_", FallbackPath::cpu);
+  at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU));
+  copy_device_to_host(src, host, false);
+  copy_host_to_device(host, dst, false);
+}
+
+void copy_between_devices(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  // Make src a dense tensor of dst's dtype and layout on its own device, then
+  // move bytes peer to peer after src's stream has finished producing them.
+  at::Tensor packed = at::empty_strided(dst.sizes(), dst.strides(), src.options().dtype(dst.dtype()));
+  if (!is_dense(dst)) packed = at::empty(dst.sizes(), src.options().dtype(dst.dtype()));
+  copy_within_device(src.expand(dst.sizes()), packed, non_blocking);
+  synchronize_stream(current_stream(src.device().index()));
+  at::Tensor landing = at::empty_strided(packed.sizes(), packed.strides(), dst.options());
+  {
+    const c10::DeviceGuard guard(dst.device());
+    const auto stream = current_stream(dst.device().index());
+    TORCH_FL_DRIVER_CHECK(driver().memcpy_async(device_ptr(landing), device_ptr(packed), span_bytes(packed),
+                                                desc().memcpy_device_to_device, native_stream(stream)));
+    synchronize_stream(stream);  // `packed` is freed on its own stream when we return
+  }
+  copy_within_device(landing, dst, non_blocking);
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
+  const auto where = c10::device_or_default(device);
+  TORCH_CHECK(where.is_privateuseone(), "expected a ", desc().chip, " device, got ", where);
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, desc().chip,
+              " supports strided tensors only");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "only CPU memory can be pinned");
+  const c10::DeviceGuard guard(where);
+  return at::detail::empty_generic(size, &CachingDeviceAllocator::instance(), kChipKeys,
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                         std::optional<bool> pin_memory) {
+  const auto where = c10::device_or_default(device);
+  TORCH_CHECK(where.is_privateuseone(), "expected a ", desc().chip, " device, got ", where);
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, desc().chip,
+              " supports strided tensors only");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "only CPU memory can be pinned");
+  const c10::DeviceGuard guard(where);
+  return at::detail::empty_strided_generic(size, stride, &CachingDeviceAllocator::instance(), kChipKeys,
+                                           c10::dtype_or_default(dtype));
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                      std::optional<c10::SymInt> storage_offset) {
+  return at::cpu::as_strided_symint(self, size, stride, std::move(storage_offset));
+}
+
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+// Grows the storage through the chip's allocator, copying the old bytes on
+// the device (ATen's CPU resize would memcpy device memory on the host).
+void grow_storage(const at::Tensor& self, size_t needed) {
+  c10::StorageImpl* storage = self.storage().unsafeGetStorageImpl();
+  if (needed <= storage->nbytes()) return;
+  const c10::DeviceGuard guard(self.device());
+  c10::DataPtr fresh = CachingDeviceAllocator::instance().allocate(needed);
+  const size_t old_bytes = storage->nbytes();
+  if (old_bytes > 0 && storage->data() != nullptr) {
+    const auto stream = current_stream(self.device().index());
+    TORCH_FL_DRIVER_CHECK(driver().memcpy_async(fresh.get(), storage->data(), old_bytes,
+                                                desc().memcpy_device_to_device, native_stream(stream)));
+  }
+  storage->set_data_ptr_noswap(std::move(fresh));
+  storage->set_nbytes(needed);
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  TORCH_CHECK(!self.has_names(), "resize_ is not allowed on named tensors");
+  auto* impl = self.unsafeGetTensorImpl();
+  const auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  if (impl->sizes() != sizes) impl->set_sizes_contiguous(sizes);
+  const auto format = memory_format.value_or(c10::MemoryFormat::Contiguous);
+  if (format != c10::MemoryFormat::Preserve) impl->empty_tensor_restride(format);
+  if (self.numel() > 0) {
+    grow_storage(self, (self.storage_offset() + static_cast<size_t>(span_bytes(self) / self.element_size())) *
+                           self.element_size());
+  }
+  return self;
+}
+
+at::Tensor copy_from_op(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  return copy_from(self, dst, non_blocking);
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  at::Tensor host = at::empty({}, self.options().device(at::kCPU));
+  copy_from(self, host, false);
+  return host.item();
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  return at::native::set_tensor_(self, source);
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, at::Storage source) { return at::native::set_(self, source); }
+
+at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage storage, int64_t storage_offset,
+                                      c10::IntArrayRef size, c10::IntArrayRef stride) {
+  return at::cpu::set_(self, storage, storage_offset, size, stride);
+}
+
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  CachingDeviceAllocator::instance().recordStream(self.storage().data_ptr(), stream);
+}
+
+}  // namespace
+
+void set_device_copy_kernel(DeviceCopyKernel kernel) { device_copy_kernel = kernel; }
+
+at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(src.defined() && dst.defined(), "copy_: undefined tensor");
+  if (dst.numel() == 0) return dst;
+  const bool src_on_chip = src.device().is_privateuseone();
+  const bool dst_on_chip = dst.device().is_privateuseone();
+  if (src_on_chip && dst_on_chip) {
+    if (src.device() == dst.device()) {
+      copy_within_device(src, dst, non_blocking);
+    } else {
+      copy_between_devices(src, dst, non_blocking);
+    }
+  } else if (dst_on_chip) {
+    TORCH_CHECK(src.device().is_cpu(), "cannot copy from ", src.device(), " to ", dst.device());
+    copy_host_to_device(src.expand(dst.sizes()), dst, non_blocking);
+  } else {
+    TORCH_CHECK(dst.device().is_cpu(), "cannot copy from ", src.device(), " to ", dst.device());
+    copy_device_to_host(src, dst, non_blocking);
+  }
+  return dst;
+}
+
+void register_core_ops(torch::Library& m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("as_strided", TORCH_FN(as_strided));
+  m.impl("view", TORCH_FN(view));
+  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("_copy_from", TORCH_FN(copy_from_op));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
+  m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_source_storage_offset));
+  m.impl("record_stream", TORCH_FN(record_stream));
+}
+
+}  // namespace torch_fl

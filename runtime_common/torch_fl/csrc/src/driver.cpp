@@ -1,0 +1,160 @@
+#include <torch_fl/driver.h>
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+#include <sys/stat.h>
+
+namespace torch_fl {
+
+namespace {
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string join(const std::vector<std::string>& items, const char* sep) {
+  std::ostringstream out;
+  for (size_t i = 0; i < items.size(); ++i) out << (i ? sep : "") << items[i];
+  return out.str();
+}
+
+std::string decode_version(int code) {
+  std::ostringstream out;
+  out << code / 1000 << "." << (code % 1000) / 10;
+  return out.str();
+}
+
+std::mutex load_mutex;
+
+}  // namespace
+
+Driver& Driver::instance() {
+  static Driver* driver = new Driver();  // never destroyed: hooks may run at exit
+  return *driver;
+}
+
+void Driver::configure(DriverDescription description, std::vector<HookBinding> hooks) {
+  description_ = std::move(description);
+  hooks_ = std::move(hooks);
+}
+
+bool Driver::try_load() noexcept {
+  try {
+    ensure_loaded();
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+void Driver::ensure_loaded() {
+  if (loaded_) return;
+  std::lock_guard<std::mutex> lock(load_mutex);
+  if (loaded_) return;
+  if (!load_error_.empty()) TORCH_CHECK(false, load_error_);
+  TORCH_CHECK(!hooks_.empty(), "torch_fl: no driver was configured for this backend");
+  const DriverDescription& description = description_;
+  const std::vector<HookBinding>& hooks = hooks_;
+  const std::string where = " (chip '" + description.chip + "', spec " + description.spec + ")";
+  auto failed = [&](const std::string& message) {
+    load_error_ = message + where;
+    TORCH_CHECK(false, load_error_);
+  };
+
+  std::vector<std::string> folders;
+  if (!description.home_env.empty()) {
+    if (const char* home = std::getenv(description.home_env.c_str()); home && *home) {
+      folders.push_back(std::string(home) + "/lib");
+      folders.push_back(home);
+    }
+  }
+  folders.insert(folders.end(), description.search_paths.begin(), description.search_paths.end());
+
+  for (const auto& library : description.libraries) {
+    std::string chosen;
+    for (const auto& folder : folders) {
+      if (file_exists(folder + "/" + library)) {
+        chosen = folder + "/" + library;
+        break;
+      }
+    }
+    // Not in the spec's folders: let the dynamic loader search (LD_LIBRARY_PATH, ldconfig).
+    const std::string target = chosen.empty() ? library : chosen;
+    void* handle = ::dlopen(target.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    if (!handle) {
+      const char* why = ::dlerror();
+      failed("cannot load driver library '" + library + "': " + (why ? why : "unknown dlopen error") +
+             "; searched " + (folders.empty() ? std::string("the loader path") : join(folders, ", ") + " and the loader path") +
+             (description.home_env.empty() ? "" : "; set " + description.home_env + " to the SDK folder"));
+    }
+    handles_.push_back(handle);
+    library_paths_.push_back(target);
+  }
+
+  for (const auto& binding : hooks) {
+    void* symbol = nullptr;
+    std::string tried;
+    for (size_t i = 0; i < handles_.size() && !symbol; ++i) {
+      ::dlerror();
+      symbol = ::dlsym(handles_[i], binding.symbol);
+    }
+    if (!symbol) {
+      const char* why = ::dlerror();
+      failed(std::string("driver hook '") + binding.hook + "': symbol '" + binding.symbol +
+             "' not found in " + join(library_paths_, ", ") + ": " + (why ? why : "undefined symbol"));
+    }
+    *binding.slot = symbol;
+  }
+
+  int version = 0;
+  int status = api_.driver_version(&version);
+  if (status != description.status_success) {
+    failed("driver_version hook failed with status " + std::to_string(status));
+  }
+  runtime_version_code_ = version;
+  if (version != description.built_version_code) {
+    failed("driver version mismatch: the loaded driver (" + join(library_paths_, ", ") + ") reports version " +
+           decode_version(version) + ", but this backend was built for driver " + description.built_version +
+           "; install the backend package built for driver " + decode_version(version) +
+           " (torchfl-gen build SPEC --driver-version " + decode_version(version) + ")");
+  }
+  loaded_ = true;
+}
+
+const DriverApi& Driver::api() {
+  if (C10_UNLIKELY(!loaded_)) ensure_loaded();
+  return api_;
+}
+
+std::string Driver::error_text(int status) const {
+  const char* text = api_.error_string ? api_.error_string(status) : nullptr;
+  return text ? text : "unknown error";
+}
+
+void Driver::fail(int status, const char* what) const {
+  TORCH_CHECK(false, description_.chip, " driver error ", status, " (", error_text(status), ") in ", what);
+}
+
+c10::DeviceIndex current_device() {
+  int device = 0;
+  TORCH_FL_DRIVER_CHECK(driver().get_device(&device));
+  return static_cast<c10::DeviceIndex>(device);
+}
+
+void set_current_device(c10::DeviceIndex device) {
+  TORCH_FL_DRIVER_CHECK(driver().set_device(device));
+}
+
+c10::DeviceIndex device_count() noexcept {
+  auto& d = Driver::instance();
+  if (!d.try_load()) return 0;
+  int count = 0;
+  if (!d.ok(d.mutable_api().device_count(&count))) return 0;
+  return static_cast<c10::DeviceIndex>(count);
+}
+
+}  // namespace torch_fl

@@ -1,0 +1,155 @@
+#include <torch_fl/fallback.h>
+
+#include <ATen/native/CPUFallback.h>
+#include <c10/util/Exception.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+namespace torch_fl {
+
+namespace {
+
+FallbackPolicy& policy_storage() {
+  static FallbackPolicy* policy = new FallbackPolicy();
+  return *policy;
+}
+
+std::mutex& counters_mutex() {
+  static std::mutex* m = new std::mutex();
+  return *m;
+}
+
+std::vector<PathCounter*>& path_counters() {
+  static auto* counters = new std::vector<PathCounter*>();
+  return *counters;
+}
+
+std::map<std::string, std::map<std::string, int64_t>>& fallback_counts() {
+  static auto* counts = new std::map<std::string, std::map<std::string, int64_t>>();
+  return *counts;
+}
+
+std::set<std::string>& warned_ops() {
+  static auto* warned = new std::set<std::string>();
+  return *warned;
+}
+
+std::atomic<int> strict_flag{-1};  // -1: not yet read from the environment
+
+std::string op_key(const c10::OperatorName& name) {
+  std::string key = name.name;
+  if (key.rfind("aten::", 0) == 0) key = key.substr(6);
+  if (!name.overload_name.empty()) key += "." + name.overload_name;
+  return key;
+}
+
+std::string chain_text(const std::vector<std::string>& chain) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < chain.size(); ++i) out << (i ? ", " : "") << chain[i];
+  out << "]";
+  return out.str();
+}
+
+bool contains(const std::vector<std::string>& chain, const char* step) {
+  for (const auto& s : chain) {
+    if (s == step) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+const char* path_name(FallbackPath path) {
+  switch (path) {
+    case FallbackPath::vendor:
+      return "vendor";
+    case FallbackPath::cpu:
+      return "cpu";
+  }
+  return "unknown";
+}
+
+void configure_fallback(FallbackPolicy policy) { policy_storage() = std::move(policy); }
+
+const FallbackPolicy& fallback_policy() { return policy_storage(); }
+
+PathCounter::PathCounter(const char* op, FallbackPath path) : op_(op), path_(path) {
+  std::lock_guard<std::mutex> lock(counters_mutex());
+  path_counters().push_back(this);
+}
+
+void note_fallback(const std::string& op, FallbackPath path) {
+  std::lock_guard<std::mutex> lock(counters_mutex());
+  fallback_counts()[op][path_name(path)] += 1;
+}
+
+std::map<std::string, std::map<std::string, int64_t>> fallback_stats() {
+  std::lock_guard<std::mutex> lock(counters_mutex());
+  auto stats = fallback_counts();
+  for (const PathCounter* counter : path_counters()) {
+    if (counter->calls() > 0) stats[counter->op()][path_name(counter->path())] += counter->calls();
+  }
+  return stats;
+}
+
+void reset_fallback_stats() {
+  std::lock_guard<std::mutex> lock(counters_mutex());
+  fallback_counts().clear();
+  for (PathCounter* counter : path_counters()) counter->reset();
+}
+
+void set_strict(bool value) { strict_flag.store(value ? 1 : 0); }
+
+bool strict() {
+  int value = strict_flag.load();
+  if (value < 0) {
+    const char* env = std::getenv("TORCH_FL_STRICT_FALLBACK");
+    value = (env && *env && std::string(env) != "0") ? 1 : 0;
+    strict_flag.store(value);
+  }
+  return value == 1;
+}
+
+void boxed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& policy = fallback_policy();
+  const std::string key = op_key(op.schema().operator_name());
+  const auto route = policy.routes.find(key);
+  const bool named = route != policy.routes.end();
+  const auto& chain = named ? route->second.chain : policy.default_chain;
+
+  if (!contains(chain, "cpu")) {
+    std::ostringstream hint;
+    if (named) {
+      hint << policy.spec << ":" << route->second.line << " routes it to " << chain_text(chain)
+           << "; give it a kernel or allow the CPU there: `" << key << ": {fallback: [cpu]}`";
+    } else {
+      hint << "the chip's default chain " << chain_text(chain) << " has no usable step; add under `ops:` in "
+           << policy.spec << ":\n  " << key << ": {fallback: [cpu]}";
+    }
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "aten::", key, " is not supported on chip '", policy.chip,
+                                "' (spec ", policy.spec, "): no vendor kernel, and ", hint.str());
+  }
+  if (strict()) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "strict fallback mode: aten::", key, " would fall back to the CPU on chip '",
+                                policy.chip, "' (spec ", policy.spec,
+                                "); map it to a vendor kernel, or leave strict mode (torch_fl.strict_fallback / "
+                                "TORCH_FL_STRICT_FALLBACK)");
+  }
+  bool warn = policy.warn == "always";
+  if (policy.warn == "once") {
+    std::lock_guard<std::mutex> lock(counters_mutex());
+    warn = warned_ops().insert(key).second;
+  }
+  if (warn) {
+    TORCH_WARN("aten::", key, " has no kernel on chip '", policy.chip, "' and falls back to the CPU (spec ",
+               policy.spec, "); this is slow. torch_fl.fallback_stats() counts such calls.");
+  }
+  note_fallback(key, FallbackPath::cpu);
+  at::native::cpu_fallback(op, stack);
+}
+
+}  // namespace torch_fl

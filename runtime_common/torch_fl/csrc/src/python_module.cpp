@@ -1,0 +1,116 @@
+#include <torch_fl/caching_allocator.h>
+#include <torch_fl/driver.h>
+#include <torch_fl/fallback.h>
+#include <torch_fl/generator.h>
+#include <torch_fl/host_allocator.h>
+#include <torch_fl/python_module.h>
+#include <torch_fl/streams.h>
+
+#include <torch/csrc/Generator.h>
+
+namespace py = pybind11;
+
+namespace torch_fl {
+
+namespace {
+
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatArray;
+
+py::dict stat_dict(const Stat& stat) {
+  py::dict d;
+  d["current"] = stat.current;
+  d["peak"] = stat.peak;
+  d["allocated"] = stat.allocated;
+  d["freed"] = stat.freed;
+  return d;
+}
+
+py::dict stat_array_dict(const StatArray& stats) {
+  static const char* names[] = {"all", "small_pool", "large_pool"};
+  py::dict d;
+  for (size_t i = 0; i < stats.size(); ++i) d[names[i]] = stat_dict(stats[i]);
+  return d;
+}
+
+// Same nesting as torch.cuda.memory._memory_stats_as_nested_dict.
+py::dict memory_stats(c10::DeviceIndex device) {
+  const auto stats = CachingDeviceAllocator::instance().getDeviceStats(device);
+  py::dict d;
+  d["allocation"] = stat_array_dict(stats.allocation);
+  d["segment"] = stat_array_dict(stats.segment);
+  d["active"] = stat_array_dict(stats.active);
+  d["inactive_split"] = stat_array_dict(stats.inactive_split);
+  d["allocated_bytes"] = stat_array_dict(stats.allocated_bytes);
+  d["reserved_bytes"] = stat_array_dict(stats.reserved_bytes);
+  d["active_bytes"] = stat_array_dict(stats.active_bytes);
+  d["inactive_split_bytes"] = stat_array_dict(stats.inactive_split_bytes);
+  d["requested_bytes"] = stat_array_dict(stats.requested_bytes);
+  d["num_alloc_retries"] = stats.num_alloc_retries;
+  d["num_ooms"] = stats.num_ooms;
+  d["num_sync_all_streams"] = stats.num_sync_all_streams;
+  d["num_device_alloc"] = stats.num_device_alloc;
+  d["num_device_free"] = stats.num_device_free;
+  return d;
+}
+
+py::tuple stream_tuple(const c10::Stream& s) {
+  return py::make_tuple(s.id(), s.device_index(), static_cast<int>(s.device_type()));
+}
+
+c10::Stream unpack_stream(int64_t stream_id, c10::DeviceIndex device_index, int device_type) {
+  return c10::Stream::unpack3(stream_id, device_index, static_cast<c10::DeviceType>(device_type));
+}
+
+}  // namespace
+
+void bind_backend(py::module_& m) {
+  m.def("_lazy_init", [] { Driver::instance().ensure_loaded(); }, "Load the chip's driver (once); raises on failure");
+  m.def("_driver_load_error", [] {
+    return Driver::instance().try_load() ? std::string() : Driver::instance().load_error();
+  });
+  m.def("_is_driver_loaded", [] { return Driver::instance().loaded(); });
+  m.def("_driver_libraries", [] { return Driver::instance().loaded_library_paths(); });
+  m.def("_driver_version", [] {
+    Driver::instance().ensure_loaded();
+    return Driver::instance().runtime_version_code();
+  });
+  m.def("_built_driver_version", [] { return Driver::instance().description().built_version; });
+
+  m.def("device_count", [] { return static_cast<int>(device_count()); });
+  m.def("current_device", [] { return static_cast<int>(current_device()); });
+  m.def("set_device", [](int device) {
+    TORCH_CHECK(device >= 0 && device < device_count(), "invalid ", Driver::instance().description().chip,
+                " device ", device, " (", static_cast<int>(device_count()), " available)");
+    set_current_device(device);
+  });
+  m.def("synchronize", [](int device) {
+    DeviceScope scope(device);
+    TORCH_FL_DRIVER_CHECK(driver().device_synchronize());
+  });
+
+  m.def("memory_stats", [](int device) { return memory_stats(device); });
+  m.def("empty_cache", [] { CachingDeviceAllocator::instance().emptyCache(); });
+  m.def("reset_peak_memory_stats", [](int device) { CachingDeviceAllocator::instance().resetPeakStats(device); });
+  m.def("reset_accumulated_memory_stats",
+        [](int device) { CachingDeviceAllocator::instance().resetAccumulatedStats(device); });
+  m.def("mem_get_info", [](int device) { return CachingDeviceAllocator::instance().getMemoryInfo(device); });
+  m.def("empty_host_cache", [] { PinnedHostAllocator::instance().empty_cache(); });
+
+  m.def("default_generator", [](int device) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(device)));
+  });
+
+  m.def("current_stream", [](int device) { return stream_tuple(current_stream(device)); });
+  m.def("default_stream", [](int device) { return stream_tuple(default_stream(device)); });
+  m.def("set_stream", [](int64_t stream_id, int device_index, int device_type) {
+    set_current_stream(unpack_stream(stream_id, device_index, device_type));
+  });
+
+  m.def("fallback_stats", [] { return fallback_stats(); });
+  m.def("reset_fallback_stats", [] { reset_fallback_stats(); });
+  m.def("set_strict_fallback", [](bool value) { set_strict(value); });
+  m.def("strict_fallback", [] { return strict(); });
+}
+
+}  // namespace torch_fl

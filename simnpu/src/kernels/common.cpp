@@ -1,0 +1,139 @@
+#include "common.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/InferenceMode.h>
+
+#include <memory>
+#include <mutex>
+
+namespace simnpu::detail {
+
+Tensor TMeta::view() const {
+  if (!defined) return Tensor();
+  if (is_scalar) {
+    Tensor t = at::scalar_tensor(value, at::TensorOptions().dtype(dtype).device(at::kCPU));
+    if (wrapped) t.unsafeGetTensorImpl()->set_wrapped_number(true);
+    return t;
+  }
+  return at::from_blob(ptr, sizes, strides, at::TensorOptions().dtype(dtype).device(at::kCPU));
+}
+
+TMeta cap(const Tensor& t) {
+  TMeta m;
+  if (!t.defined()) return m;
+  m.defined = true;
+  m.dtype = t.scalar_type();
+  if (t.device().is_cpu()) {
+    TORCH_CHECK(t.dim() == 0, "simnpu: expected a simnpu tensor, got a CPU tensor of shape ",
+                t.sizes(), " (only 0-dim CPU tensors are accepted, as scalars)");
+    m.is_scalar = true;
+    m.wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
+    m.value = t.item();
+    return m;
+  }
+  m.ptr = t.numel() ? t.data_ptr() : nullptr;
+  m.sizes = t.sizes().vec();
+  m.strides = t.strides().vec();
+  return m;
+}
+
+TMeta cap(const std::optional<Tensor>& t) { return t ? cap(*t) : TMeta(); }
+
+Tensor meta(const Tensor& t) {
+  if (!t.defined()) return t;
+  Tensor m = at::empty_strided(t.sizes(), t.strides(),
+                               at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
+  if (t.unsafeGetTensorImpl()->is_wrapped_number()) m.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return m;
+}
+
+std::optional<Tensor> meta(const std::optional<Tensor>& t) {
+  if (!t || !t->defined()) return t;
+  return meta(*t);
+}
+
+Tensor alloc(at::IntArrayRef sizes, at::ScalarType dtype, const Tensor& like, at::MemoryFormat fmt) {
+  return at::empty(sizes, like.options().dtype(dtype), fmt);
+}
+
+Tensor alloc_like_meta(const Tensor& m, const Tensor& like) {
+  return alloc(m.sizes(), m.scalar_type(), like, m.suggest_memory_format());
+}
+
+const Tensor& check_devices(const char* op, std::initializer_list<const Tensor*> ts,
+                            bool allow_cpu_scalars) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : ts) {
+    if (!t || !t->defined()) continue;
+    if (t->device().is_cpu() && allow_cpu_scalars && t->dim() == 0) continue;
+    TORCH_CHECK(t->device().type() == c10::DeviceType::PrivateUse1, "simnpu::", op,
+                ": expected all tensors on a simnpu device, got one on ", t->device());
+    if (!first) {
+      first = t;
+    } else {
+      TORCH_CHECK(t->device() == first->device(), "simnpu::", op,
+                  ": expected all tensors on the same device, got ", first->device(), " and ",
+                  t->device());
+    }
+  }
+  TORCH_CHECK(first, "simnpu::", op, ": no simnpu tensor argument");
+  return *first;
+}
+
+namespace {
+struct Job {
+  std::function<void()> fn;
+  const char* op;
+  simnpuStream_t stream;
+};
+
+void trampoline(void* user) {
+  std::unique_ptr<Job> job(static_cast<Job*>(user));
+  std::string err;
+  try {
+    c10::InferenceMode guard;
+    job->fn();
+    return;
+  } catch (const c10::Error& e) {
+    err = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    err = e.what();
+  } catch (...) {
+    err = "unknown exception";
+  }
+  std::string msg = std::string("simnpu::") + job->op + ": " + err;
+  simnpuStreamSetError(job->stream, simnpuErrorLaunchFailure, msg.c_str());
+}
+}  // namespace
+
+void launch(simnpuStream_t stream, const char* op, std::function<void()> fn) {
+  auto* job = new Job{std::move(fn), op, stream};
+  simnpuError_t e = simnpuLaunchHostFunc(stream, &trampoline, job);
+  if (e != simnpuSuccess) {
+    delete job;
+    TORCH_CHECK(false, "simnpu::", op, ": launch failed: ", simnpuGetErrorString(e), " (",
+                simnpuGetLastErrorMessage(), ")");
+  }
+}
+
+at::Generator resolve_generator(const std::optional<at::Generator>& g, const Tensor& self) {
+  if (g && g->defined()) return *g;
+  return at::globalContext().defaultGenerator(self.device());
+}
+
+void with_cpu_generator(const at::Generator& gen_in, const std::function<void(at::Generator&)>& fn) {
+  at::Generator gen = gen_in;
+  if (gen.device().is_cpu()) {  // used as is; ATen's CPU kernels lock it themselves
+    fn(gen);
+    return;
+  }
+  // Device generator: its state has the CPU (mt19937) layout. Hold its lock
+  // across read-advance-write so concurrent draws stay consistent.
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  at::Generator cpu = at::make_generator<at::CPUGeneratorImpl>();
+  cpu.set_state(gen.get_state());
+  fn(cpu);
+  gen.set_state(cpu.get_state());
+}
+
+}  // namespace simnpu::detail

@@ -1,0 +1,116 @@
+// Pointwise kernels: broadcasting and type promotion exactly as ATen (the
+// meta run of the op computes the output and validates in-place variants).
+#include "common.h"
+
+namespace simnpu::ops {
+using namespace simnpu::detail;
+
+namespace {
+
+// out = op(self, other) with a fresh output; meta_fn gives the output metadata.
+template <class MetaFn, class OutFn>
+Tensor binary(simnpuStream_t stream, const char* name, const Tensor& self, const Tensor& other,
+              MetaFn meta_fn, OutFn out_fn) {
+  const Tensor& like = check_devices(name, {&self, &other});
+  Tensor out = alloc_like_meta(meta_fn(meta(self), meta(other)), like);
+  TMeta a = cap(self), b = cap(other), o = cap(out);
+  launch(stream, name, [a, b, o, out_fn] {
+    Tensor ov = o.view();
+    out_fn(ov, a.view(), b.view());
+  });
+  return out;
+}
+
+// self = op_(self, other); meta_fn runs the in-place op on meta tensors (validation).
+template <class MetaFn, class InplaceFn>
+Tensor& binary_(simnpuStream_t stream, const char* name, Tensor& self, const Tensor& other,
+                MetaFn meta_fn, InplaceFn fn) {
+  TORCH_CHECK(self.device().type() == c10::DeviceType::PrivateUse1, "simnpu::", name,
+              ": self must be a simnpu tensor");
+  check_devices(name, {&self, &other});
+  Tensor ms = meta(self);
+  meta_fn(ms, meta(other));
+  bool alias = other.device() == self.device() && other.is_alias_of(self);
+  TMeta a = cap(self), b = cap(other);
+  launch(stream, name, [a, b, fn, alias] {
+    Tensor sv = a.view();
+    Tensor ov = b.view();
+    if (alias) ov = ov.clone();  // separate from_blob views don't see their overlap
+    fn(sv, ov);
+  });
+  return self;
+}
+
+}  // namespace
+
+Tensor add(simnpuStream_t s, const Tensor& self, const Tensor& other, const at::Scalar& alpha) {
+  return binary(
+      s, "add", self, other, [&](const Tensor& a, const Tensor& b) { return at::add(a, b, alpha); },
+      [alpha](Tensor& o, const Tensor& a, const Tensor& b) { at::add_out(o, a, b, alpha); });
+}
+Tensor& add_(simnpuStream_t s, Tensor& self, const Tensor& other, const at::Scalar& alpha) {
+  return binary_(
+      s, "add_", self, other, [&](Tensor& a, const Tensor& b) { a.add_(b, alpha); },
+      [alpha](Tensor& a, const Tensor& b) { a.add_(b, alpha); });
+}
+Tensor sub(simnpuStream_t s, const Tensor& self, const Tensor& other, const at::Scalar& alpha) {
+  return binary(
+      s, "sub", self, other, [&](const Tensor& a, const Tensor& b) { return at::sub(a, b, alpha); },
+      [alpha](Tensor& o, const Tensor& a, const Tensor& b) { at::sub_out(o, a, b, alpha); });
+}
+Tensor& sub_(simnpuStream_t s, Tensor& self, const Tensor& other, const at::Scalar& alpha) {
+  return binary_(
+      s, "sub_", self, other, [&](Tensor& a, const Tensor& b) { a.sub_(b, alpha); },
+      [alpha](Tensor& a, const Tensor& b) { a.sub_(b, alpha); });
+}
+Tensor mul(simnpuStream_t s, const Tensor& self, const Tensor& other) {
+  return binary(
+      s, "mul", self, other, [](const Tensor& a, const Tensor& b) { return at::mul(a, b); },
+      [](Tensor& o, const Tensor& a, const Tensor& b) { at::mul_out(o, a, b); });
+}
+Tensor& mul_(simnpuStream_t s, Tensor& self, const Tensor& other) {
+  return binary_(
+      s, "mul_", self, other, [](Tensor& a, const Tensor& b) { a.mul_(b); },
+      [](Tensor& a, const Tensor& b) { a.mul_(b); });
+}
+Tensor div(simnpuStream_t s, const Tensor& self, const Tensor& other) {
+  return binary(
+      s, "div", self, other, [](const Tensor& a, const Tensor& b) { return at::div(a, b); },
+      [](Tensor& o, const Tensor& a, const Tensor& b) { at::div_out(o, a, b); });
+}
+Tensor& div_(simnpuStream_t s, Tensor& self, const Tensor& other) {
+  return binary_(
+      s, "div_", self, other, [](Tensor& a, const Tensor& b) { a.div_(b); },
+      [](Tensor& a, const Tensor& b) { a.div_(b); });
+}
+
+Tensor relu(simnpuStream_t s, const Tensor& self) {
+  const Tensor& like = check_devices("relu", {&self}, false);
+  TORCH_CHECK(self.scalar_type() != at::kBool, "simnpu::relu: bool tensors are not supported");
+  Tensor out = alloc(self.sizes(), self.scalar_type(), like, self.suggest_memory_format());
+  TMeta a = cap(self), o = cap(out);
+  launch(s, "relu", [a, o] { write(o, at::relu(a.view())); });
+  return out;
+}
+Tensor& relu_(simnpuStream_t s, Tensor& self) {
+  check_devices("relu_", {&self}, false);
+  TORCH_CHECK(self.scalar_type() != at::kBool, "simnpu::relu_: bool tensors are not supported");
+  TMeta a = cap(self);
+  launch(s, "relu_", [a] {
+    Tensor v = a.view();
+    at::relu_(v);
+  });
+  return self;
+}
+
+Tensor threshold_backward(simnpuStream_t s, const Tensor& grad_output, const Tensor& self,
+                          const at::Scalar& threshold) {
+  return binary(
+      s, "threshold_backward", grad_output, self,
+      [&](const Tensor& g, const Tensor& x) { return at::threshold_backward(g, x, threshold); },
+      [threshold](Tensor& o, const Tensor& g, const Tensor& x) {
+        at::threshold_backward_out(o, g, x, threshold);
+      });
+}
+
+}  // namespace simnpu::ops

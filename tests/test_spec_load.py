@@ -1,0 +1,117 @@
+"""The reference spec loads into the expected frozen model."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import pytest
+
+from torchfl_gen import model
+from torchfl_gen.spec import load_spec, parse_spec_bytes
+from spec_helpers import NPU, NPU_TEXT, ROOT, edit, write
+
+
+@pytest.fixture(scope="module")
+def npu() -> model.ChipSpec:
+    return load_spec(NPU)
+
+
+def test_identity_and_source(npu):
+    assert npu.spec_version == 1
+    assert npu.chip == model.Chip(name="npu", vendor="simnpu", integration="privateuse1",
+                                  description="Simulated NPU (reference chip, runs on any CPU host)")
+    assert npu.chip.package == "torch_fl_npu"
+    assert npu.source == NPU and npu.source.is_absolute()
+    assert npu.source_display == str(NPU)
+    assert npu.spec_sha256 == hashlib.sha256(NPU.read_bytes()).hexdigest()
+    assert load_spec(NPU, display="x/npu.yaml").source_display == "x/npu.yaml"
+
+
+def test_driver(npu):
+    d = npu.driver
+    assert d.libraries == ("libsimnpu_runtime.so",)
+    assert d.search_paths == (ROOT / "simnpu" / "build" / "lib",)
+    assert d.home_env == "SIMNPU_HOME"
+    assert d.version == "2.1" and d.version_code == 2010
+    assert d.status == model.DriverStatus(success=0, not_ready=6, out_of_memory=2)
+    assert d.memcpy_kinds == model.MemcpyKinds(0, 1, 2, 3)
+    assert tuple(h for h, _ in d.hooks) == model.REQUIRED_HOOKS
+    assert d.symbol("malloc") == "simnpuMalloc"
+    assert d.symbol("event_elapsed_time") == "simnpuEventElapsedTime"
+
+
+def test_kernels_dtypes_fallback_amp(npu):
+    k = npu.kernels
+    assert k.namespace == "simnpu::ops"
+    assert k.headers == ("simnpu/simnpu_kernels.h",)
+    assert k.include_dirs == (ROOT / "simnpu" / "include",)
+    assert k.libraries == ("simnpu_kernels",)
+    assert k.library_dirs == (ROOT / "simnpu" / "build" / "lib",)
+    assert npu.dtypes[:4] == ("float32", "float64", "float16", "bfloat16") and len(npu.dtypes) == 10
+    assert npu.fallback == model.FallbackPolicy(default=("cpu",), warn="once")
+    assert npu.amp == model.Amp(dtypes=("float16", "bfloat16"), default="float16")
+
+
+def test_ops_in_spec_order_with_lines(npu):
+    names = [op.name for op in npu.ops]
+    assert names[:3] == ["add.Tensor", "add_.Tensor", "sub.Tensor"]
+    assert names[-1] == "randperm.generator_out" and len(names) == 37
+    add = npu.op("add.Tensor")
+    assert (add.kernel, add.fallback, add.require_vendor, add.line) == ("add", (), False, 67)
+    assert npu.op("randperm.generator_out").line == 103
+    assert npu.op("random_.from").kernel == "random_from"
+    assert len(npu.vendor_ops) == 37
+    assert add.cpp_ident == "add_Tensor"
+
+
+def test_add_tensor_signature(npu):
+    sig = npu.op("add.Tensor").signature
+    assert sig.schema == "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"
+    assert sig.returns == "at::Tensor"
+    assert sig.arguments == (model.Argument("self", "const at::Tensor &"),
+                             model.Argument("other", "const at::Tensor &"),
+                             model.Argument("alpha", "const at::Scalar &"))
+    assert sig.decl("add") == ("at::Tensor add(const at::Tensor & self, const at::Tensor & other, "
+                               "const at::Scalar & alpha)")
+
+
+def test_other_signatures(npu):
+    rf = npu.op("random_.from").signature
+    assert rf.returns == "at::Tensor &"
+    assert rf.call_args() == "self, from, to, generator"
+    assert rf.arguments[2].cpp_type == "::std::optional<int64_t>"
+    assert npu.op("cat").signature.arguments[0].cpp_type == "const at::ITensorListRef &"
+    assert npu.op("randperm.generator_out").signature.arguments[-1] == model.Argument("out", "at::Tensor &")
+
+
+def test_model_is_frozen(npu):
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        npu.chip.name = "x"  # type: ignore[misc]
+
+
+def test_minimal_spec_defaults(tmp_path):
+    """No kernels, no ops, no fallback, no amp: all optional."""
+    lines = NPU_TEXT.splitlines(keepends=True)
+    start = next(i for i, l in enumerate(lines) if l.startswith("kernels:"))
+    minimal = "".join(lines[:start]) + "dtypes: [float32]\n"
+    minimal = edit(("  integration: privateuse1\n", ""), ("  search_paths: [../simnpu/build/lib]\n", ""),
+                   ("  home_env: SIMNPU_HOME\n", ""), text=minimal)
+    s = load_spec(write(tmp_path, minimal))
+    assert s.kernels is None and s.ops == () and s.amp is None
+    assert s.fallback == model.FallbackPolicy(default=("cpu",), warn="once")
+    assert s.chip.integration == "privateuse1"
+    assert s.driver.search_paths == () and s.driver.home_env is None
+
+
+def test_fallback_only_ops(tmp_path):
+    text = edit(("  relu: {kernel: relu}\n", "  relu: {fallback: [cpu]}\n  cumsum: {fallback: []}\n"),
+                ("  default: [cpu]", "  default: []"), ("  warn: once", "  warn: never"))
+    s = load_spec(write(tmp_path, text))
+    assert s.op("relu").kernel is None and s.op("relu").fallback == ("cpu",)
+    assert s.op("cumsum").fallback == ()
+    assert s.fallback == model.FallbackPolicy(default=(), warn="never")
+
+
+def test_parse_spec_bytes_matches_file(npu):
+    s = parse_spec_bytes(NPU.read_bytes(), NPU, display="specs/npu.yaml")
+    assert s.ops == npu.ops and s.driver == npu.driver and s.source_display == "specs/npu.yaml"
