@@ -33,22 +33,26 @@ def write_build_record():
     (HERE / PACKAGE / "_build.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
-class Build(BuildExtension):
-    def finalize_options(self):
-        build_dir = os.environ.get("TORCHFL_BUILD_DIR")
-        if build_dir and self.build_temp is None:
-            self.build_temp = os.path.join(build_dir, "temp")
-        super().finalize_options()
+def relative(path):
+    """setuptools wants sources relative to this folder, even the runtime's."""
+    return os.path.relpath(path, HERE)
 
+
+# Object files and setuptools' scratch space live outside this folder when
+# torchfl-gen drives the build, so regenerating never touches them.
+BUILD_DIR = os.environ.get("TORCHFL_BUILD_DIR")
+OPTIONS = {"build": {"build_base": os.path.join(BUILD_DIR, "setuptools")},
+           "egg_info": {"egg_base": BUILD_DIR}} if BUILD_DIR else {}
 
 write_build_record()
 runtime = Path(torch_fl.csrc_dir())
 setup(
+    options=OPTIONS,
     ext_modules=[
         CppExtension(
             name=f"{PACKAGE}._C",
             sources=sorted(str(p.relative_to(HERE)) for p in (HERE / "csrc").glob("*.cpp"))
-            + sorted(str(p) for p in (runtime / "src").glob("*.cpp")),
+            + sorted(relative(p) for p in (runtime / "src").glob("*.cpp")),
             include_dirs=[str(runtime / "include")] + resolve(KERNEL_INCLUDE_DIRS),
             library_dirs=resolve(KERNEL_LIBRARY_DIRS),
             libraries=KERNEL_LIBRARIES,
@@ -56,5 +60,5 @@ setup(
             extra_link_args=[f"-Wl,-rpath,{d}" for d in resolve(KERNEL_LIBRARY_DIRS)],
         )
     ],
-    cmdclass={"build_ext": Build.with_options(use_ninja=True)},
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
 )

@@ -9,7 +9,7 @@
 #include <torch_fl/streams.h>
 
 #include <ATen/ATen.h>
-#include <c10/core/DeviceGuard.h>
+#include <ATen/DeviceGuard.h>
 #include <torch/library.h>
 
 #include <simnpu/simnpu_kernels.h>
@@ -20,7 +20,7 @@ namespace {
 at::Tensor add_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("add.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::add(torch_fl::StreamArg::current(), self, other, alpha);
 }
 
@@ -28,7 +28,7 @@ at::Tensor add_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, 
 at::Tensor & add__Tensor_vendor(at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("add_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::add_(torch_fl::StreamArg::current(), self, other, alpha);
 }
 
@@ -36,7 +36,7 @@ at::Tensor & add__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
 at::Tensor sub_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("sub.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::sub(torch_fl::StreamArg::current(), self, other, alpha);
 }
 
@@ -44,7 +44,7 @@ at::Tensor sub_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, 
 at::Tensor & sub__Tensor_vendor(at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("sub_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::sub_(torch_fl::StreamArg::current(), self, other, alpha);
 }
 
@@ -52,7 +52,7 @@ at::Tensor & sub__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
 at::Tensor mul_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("mul.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::mul(torch_fl::StreamArg::current(), self, other);
 }
 
@@ -60,7 +60,7 @@ at::Tensor mul_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) 
 at::Tensor & mul__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("mul_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::mul_(torch_fl::StreamArg::current(), self, other);
 }
 
@@ -68,7 +68,7 @@ at::Tensor & mul__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
 at::Tensor div_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("div.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::div(torch_fl::StreamArg::current(), self, other);
 }
 
@@ -76,7 +76,7 @@ at::Tensor div_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) 
 at::Tensor & div__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("div_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::div_(torch_fl::StreamArg::current(), self, other);
 }
 
@@ -84,7 +84,7 @@ at::Tensor & div__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
 at::Tensor relu_vendor(const at::Tensor & self) {
   static torch_fl::PathCounter counter("relu", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::relu(torch_fl::StreamArg::current(), self);
 }
 
@@ -92,7 +92,7 @@ at::Tensor relu_vendor(const at::Tensor & self) {
 at::Tensor & relu__vendor(at::Tensor & self) {
   static torch_fl::PathCounter counter("relu_", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::relu_(torch_fl::StreamArg::current(), self);
 }
 
@@ -100,7 +100,7 @@ at::Tensor & relu__vendor(at::Tensor & self) {
 at::Tensor threshold_backward_vendor(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & threshold) {
   static torch_fl::PathCounter counter("threshold_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   return simnpu::ops::threshold_backward(torch_fl::StreamArg::current(), grad_output, self, threshold);
 }
 
@@ -108,7 +108,7 @@ at::Tensor threshold_backward_vendor(const at::Tensor & grad_output, const at::T
 at::Tensor mm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   static torch_fl::PathCounter counter("mm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::mm(torch_fl::StreamArg::current(), self, mat2);
 }
 
@@ -116,7 +116,7 @@ at::Tensor mm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
 at::Tensor addmm_vendor(const at::Tensor & self, const at::Tensor & mat1, const at::Tensor & mat2, const at::Scalar & beta, const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("addmm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::addmm(torch_fl::StreamArg::current(), self, mat1, mat2, beta, alpha);
 }
 
@@ -124,7 +124,7 @@ at::Tensor addmm_vendor(const at::Tensor & self, const at::Tensor & mat1, const 
 at::Tensor convolution_vendor(const at::Tensor & input, const at::Tensor & weight, const ::std::optional<at::Tensor> & bias, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups) {
   static torch_fl::PathCounter counter("convolution", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(input));
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
   return simnpu::ops::convolution(torch_fl::StreamArg::current(), input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
 }
 
@@ -132,7 +132,7 @@ at::Tensor convolution_vendor(const at::Tensor & input, const at::Tensor & weigh
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> convolution_backward_vendor(const at::Tensor & grad_output, const at::Tensor & input, const at::Tensor & weight, at::OptionalIntArrayRef bias_sizes, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups, ::std::array<bool,3> output_mask) {
   static torch_fl::PathCounter counter("convolution_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   return simnpu::ops::convolution_backward(torch_fl::StreamArg::current(), grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask);
 }
 
@@ -140,7 +140,7 @@ at::Tensor convolution_vendor(const at::Tensor & input, const at::Tensor & weigh
 ::std::tuple<at::Tensor,at::Tensor> max_pool2d_with_indices_vendor(const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
   static torch_fl::PathCounter counter("max_pool2d_with_indices", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::max_pool2d_with_indices(torch_fl::StreamArg::current(), self, kernel_size, stride, padding, dilation, ceil_mode);
 }
 
@@ -148,7 +148,7 @@ at::Tensor convolution_vendor(const at::Tensor & input, const at::Tensor & weigh
 at::Tensor max_pool2d_with_indices_backward_vendor(const at::Tensor & grad_output, const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, const at::Tensor & indices) {
   static torch_fl::PathCounter counter("max_pool2d_with_indices_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   return simnpu::ops::max_pool2d_with_indices_backward(torch_fl::StreamArg::current(), grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices);
 }
 
@@ -156,7 +156,7 @@ at::Tensor max_pool2d_with_indices_backward_vendor(const at::Tensor & grad_outpu
 at::Tensor _adaptive_avg_pool2d_vendor(const at::Tensor & self, at::IntArrayRef output_size) {
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::adaptive_avg_pool2d(torch_fl::StreamArg::current(), self, output_size);
 }
 
@@ -164,7 +164,7 @@ at::Tensor _adaptive_avg_pool2d_vendor(const at::Tensor & self, at::IntArrayRef 
 at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, const at::Tensor & self) {
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   return simnpu::ops::adaptive_avg_pool2d_backward(torch_fl::StreamArg::current(), grad_output, self);
 }
 
@@ -172,7 +172,7 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> native_batch_norm_vendor(const at::Tensor & input, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & bias, const ::std::optional<at::Tensor> & running_mean, const ::std::optional<at::Tensor> & running_var, bool training, double momentum, double eps) {
   static torch_fl::PathCounter counter("native_batch_norm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(input));
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
   return simnpu::ops::batch_norm(torch_fl::StreamArg::current(), input, weight, bias, running_mean, running_var, training, momentum, eps);
 }
 
@@ -180,7 +180,7 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> native_batch_norm_backward_vendor(const at::Tensor & grad_out, const at::Tensor & input, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & running_mean, const ::std::optional<at::Tensor> & running_var, const ::std::optional<at::Tensor> & save_mean, const ::std::optional<at::Tensor> & save_invstd, bool train, double eps, ::std::array<bool,3> output_mask) {
   static torch_fl::PathCounter counter("native_batch_norm_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(grad_out));
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
   return simnpu::ops::batch_norm_backward(torch_fl::StreamArg::current(), grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask);
 }
 
@@ -188,7 +188,7 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
 at::Tensor _log_softmax_vendor(const at::Tensor & self, int64_t dim, bool half_to_float) {
   static torch_fl::PathCounter counter("_log_softmax", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::log_softmax(torch_fl::StreamArg::current(), self, dim, half_to_float);
 }
 
@@ -196,7 +196,7 @@ at::Tensor _log_softmax_vendor(const at::Tensor & self, int64_t dim, bool half_t
 at::Tensor _log_softmax_backward_data_vendor(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype) {
   static torch_fl::PathCounter counter("_log_softmax_backward_data", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   return simnpu::ops::log_softmax_backward(torch_fl::StreamArg::current(), grad_output, output, dim, input_dtype);
 }
 
@@ -204,7 +204,7 @@ at::Tensor _log_softmax_backward_data_vendor(const at::Tensor & grad_output, con
 ::std::tuple<at::Tensor,at::Tensor> nll_loss_forward_vendor(const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, int64_t ignore_index) {
   static torch_fl::PathCounter counter("nll_loss_forward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::nll_loss_forward(torch_fl::StreamArg::current(), self, target, weight, reduction, ignore_index);
 }
 
@@ -212,7 +212,7 @@ at::Tensor _log_softmax_backward_data_vendor(const at::Tensor & grad_output, con
 at::Tensor nll_loss_backward_vendor(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, int64_t ignore_index, const at::Tensor & total_weight) {
   static torch_fl::PathCounter counter("nll_loss_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   return simnpu::ops::nll_loss_backward(torch_fl::StreamArg::current(), grad_output, self, target, weight, reduction, ignore_index, total_weight);
 }
 
@@ -220,7 +220,7 @@ at::Tensor nll_loss_backward_vendor(const at::Tensor & grad_output, const at::Te
 at::Tensor sum_dim_IntList_vendor(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
   static torch_fl::PathCounter counter("sum.dim_IntList", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::sum(torch_fl::StreamArg::current(), self, dim, keepdim, dtype);
 }
 
@@ -228,7 +228,7 @@ at::Tensor sum_dim_IntList_vendor(const at::Tensor & self, at::OptionalIntArrayR
 at::Tensor mean_dim_vendor(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
   static torch_fl::PathCounter counter("mean.dim", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::mean(torch_fl::StreamArg::current(), self, dim, keepdim, dtype);
 }
 
@@ -236,7 +236,7 @@ at::Tensor mean_dim_vendor(const at::Tensor & self, at::OptionalIntArrayRef dim,
 at::Tensor & fill__Scalar_vendor(at::Tensor & self, const at::Scalar & value) {
   static torch_fl::PathCounter counter("fill_.Scalar", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::fill_(torch_fl::StreamArg::current(), self, value);
 }
 
@@ -244,7 +244,7 @@ at::Tensor & fill__Scalar_vendor(at::Tensor & self, const at::Scalar & value) {
 at::Tensor & zero__vendor(at::Tensor & self) {
   static torch_fl::PathCounter counter("zero_", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::zero_(torch_fl::StreamArg::current(), self);
 }
 
@@ -252,7 +252,7 @@ at::Tensor & zero__vendor(at::Tensor & self) {
 at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_blocking) {
   static torch_fl::PathCounter counter("copy_", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::copy_(torch_fl::StreamArg::current(), self, src, non_blocking);
 }
 
@@ -267,7 +267,7 @@ at::Tensor cat_vendor(const at::ITensorListRef & tensors, int64_t dim) {
 at::Tensor & normal__vendor(at::Tensor & self, double mean, double std, ::std::optional<at::Generator> generator) {
   static torch_fl::PathCounter counter("normal_", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::normal_(torch_fl::StreamArg::current(), self, mean, std, generator);
 }
 
@@ -275,7 +275,7 @@ at::Tensor & normal__vendor(at::Tensor & self, double mean, double std, ::std::o
 at::Tensor & uniform__vendor(at::Tensor & self, double from, double to, ::std::optional<at::Generator> generator) {
   static torch_fl::PathCounter counter("uniform_", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::uniform_(torch_fl::StreamArg::current(), self, from, to, generator);
 }
 
@@ -283,7 +283,7 @@ at::Tensor & uniform__vendor(at::Tensor & self, double from, double to, ::std::o
 at::Tensor & random__vendor(at::Tensor & self, ::std::optional<at::Generator> generator) {
   static torch_fl::PathCounter counter("random_", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::random_(torch_fl::StreamArg::current(), self, generator);
 }
 
@@ -291,7 +291,7 @@ at::Tensor & random__vendor(at::Tensor & self, ::std::optional<at::Generator> ge
 at::Tensor & random__from_vendor(at::Tensor & self, int64_t from, ::std::optional<int64_t> to, ::std::optional<at::Generator> generator) {
   static torch_fl::PathCounter counter("random_.from", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::random_from(torch_fl::StreamArg::current(), self, from, to, generator);
 }
 
@@ -299,7 +299,7 @@ at::Tensor & random__from_vendor(at::Tensor & self, int64_t from, ::std::optiona
 at::Tensor & random__to_vendor(at::Tensor & self, int64_t to, ::std::optional<at::Generator> generator) {
   static torch_fl::PathCounter counter("random_.to", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(self));
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::random_to(torch_fl::StreamArg::current(), self, to, generator);
 }
 
@@ -307,7 +307,7 @@ at::Tensor & random__to_vendor(at::Tensor & self, int64_t to, ::std::optional<at
 at::Tensor & randperm_generator_out_vendor(int64_t n, ::std::optional<at::Generator> generator, at::Tensor & out) {
   static torch_fl::PathCounter counter("randperm.generator_out", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(c10::device_of(out));
+  const c10::OptionalDeviceGuard guard(at::device_of(out));
   return simnpu::ops::randperm_out(torch_fl::StreamArg::current(), n, generator, out);
 }
 

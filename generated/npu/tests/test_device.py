@@ -161,4 +161,6 @@ def test_pinned_memory():
 def test_op_without_kernel_falls_back_visibly(fallback_stats):
     x = torch.arange(10.0, device=CHIP)
     assert torch.equal(torch.cumsum(x, 0).cpu(), torch.cumsum(torch.arange(10.0), 0))
-    assert fallback_stats()["cumsum"]["cpu"] == 1
+    # cumsum reaches the backend as its out= overload.
+    cpu_calls = {op: paths["cpu"] for op, paths in fallback_stats().items() if "cpu" in paths}
+    assert cpu_calls.get("cumsum.out") == 1, cpu_calls

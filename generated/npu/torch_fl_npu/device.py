@@ -127,13 +127,19 @@ class Stream(torch.Stream):
             return super().__new__(cls, device=torch.device(spec.CHIP, current_device()), priority=priority)
 
 
-class Event(torch.Event):
-    """A npu event."""
+class _EventType(type(torch.Event)):
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, torch.Event) and obj.device.type == spec.CHIP
+
+
+class Event(torch.Event, metaclass=_EventType):
+    """A npu event. Instances are plain torch.Events on this device (torch's
+    event methods accept nothing else); isinstance(e, Event) still holds."""
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
         _lazy_init()
-        return super().__new__(cls, device=spec.CHIP, enable_timing=enable_timing, blocking=blocking,
-                               interprocess=interprocess)
+        return torch.Event(device=spec.CHIP, enable_timing=enable_timing, blocking=blocking,
+                           interprocess=interprocess)
 
 
 def _as_stream(packed) -> Stream:
@@ -238,6 +244,11 @@ def mem_get_info(device: Any = None) -> tuple:
 def _generator(device: Any = None) -> torch.Generator:
     _lazy_init()
     return _C.default_generator(_index(device))
+
+
+def _is_in_bad_fork() -> bool:
+    """torch.manual_seed asks this before seeding the device (no fork-unsafe state here)."""
+    return False
 
 
 def manual_seed(seed: int) -> None:

@@ -41,10 +41,15 @@ TMeta cap(const std::optional<Tensor>& t) { return t ? cap(*t) : TMeta(); }
 
 Tensor meta(const Tensor& t) {
   if (!t.defined()) return t;
-  Tensor m = at::empty_strided(t.sizes(), t.strides(),
-                               at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
-  if (t.unsafeGetTensorImpl()->is_wrapped_number()) m.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return m;
+  auto dtype = t.scalar_type();
+  if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+    // A wrapped Python number promotes like a 0-dim tensor of the default
+    // dtype. It cannot stay a wrapped number: meta kernels written in Python
+    // convert wrapped numbers back to Python scalars, which only works on CPU.
+    if (dtype == at::kDouble) dtype = c10::typeMetaToScalarType(at::get_default_dtype());
+    if (dtype == at::kComplexDouble) dtype = c10::toComplexType(c10::typeMetaToScalarType(at::get_default_dtype()));
+  }
+  return at::empty_strided(t.sizes(), t.strides(), at::TensorOptions().dtype(dtype).device(at::kMeta));
 }
 
 std::optional<Tensor> meta(const std::optional<Tensor>& t) {

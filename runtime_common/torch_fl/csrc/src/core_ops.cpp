@@ -197,7 +197,6 @@ void grow_storage(const at::Tensor& self, size_t needed) {
 
 const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
-  TORCH_CHECK(!self.has_names(), "resize_ is not allowed on named tensors");
   auto* impl = self.unsafeGetTensorImpl();
   const auto sizes = C10_AS_INTARRAYREF_SLOW(size);
   if (impl->sizes() != sizes) impl->set_sizes_contiguous(sizes);
