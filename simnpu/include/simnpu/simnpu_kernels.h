@@ -41,6 +41,13 @@ Tensor mul(simnpuStream_t stream, const Tensor& self, const Tensor& other);
 Tensor& mul_(simnpuStream_t stream, Tensor& self, const Tensor& other);
 Tensor div(simnpuStream_t stream, const Tensor& self, const Tensor& other);
 Tensor& div_(simnpuStream_t stream, Tensor& self, const Tensor& other);
+// out= variants (aten::add.out ...): `out` is resized when its shape differs.
+Tensor& add_out(simnpuStream_t stream, const Tensor& self, const Tensor& other, const at::Scalar& alpha,
+                Tensor& out);
+Tensor& sub_out(simnpuStream_t stream, const Tensor& self, const Tensor& other, const at::Scalar& alpha,
+                Tensor& out);
+Tensor& mul_out(simnpuStream_t stream, const Tensor& self, const Tensor& other, Tensor& out);
+Tensor& div_out(simnpuStream_t stream, const Tensor& self, const Tensor& other, Tensor& out);
 Tensor relu(simnpuStream_t stream, const Tensor& self);
 Tensor& relu_(simnpuStream_t stream, Tensor& self);
 Tensor threshold_backward(simnpuStream_t stream, const Tensor& grad_output, const Tensor& self,

@@ -41,6 +41,33 @@ Tensor& binary_(simnpuStream_t stream, const char* name, Tensor& self, const Ten
   return self;
 }
 
+// out = op(self, other) into a caller's tensor (resized if its shape differs,
+// as ATen's out= ops do); inputs aliasing `out` are read from a copy.
+template <class MetaFn, class OutFn>
+Tensor& binary_out(simnpuStream_t stream, const char* name, const Tensor& self, const Tensor& other,
+                   Tensor& out, MetaFn meta_fn, OutFn out_fn) {
+  TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1, "simnpu::", name,
+              ": out must be a simnpu tensor");
+  check_devices(name, {&self, &other, &out});
+  Tensor m = meta_fn(meta(self), meta(other));
+  TORCH_CHECK(at::canCast(m.scalar_type(), out.scalar_type()), "simnpu::", name, ": result type ",
+              m.scalar_type(), " can't be cast to the desired output type ", out.scalar_type());
+  if (out.sizes() != m.sizes()) out.resize_(m.sizes());
+  const bool alias = (self.device() == out.device() && self.is_alias_of(out)) ||
+                     (other.device() == out.device() && other.is_alias_of(out));
+  TMeta a = cap(self), b = cap(other), o = cap(out);
+  launch(stream, name, [a, b, o, out_fn, alias] {
+    Tensor ov = o.view();
+    Tensor av = a.view(), bv = b.view();
+    if (alias) {
+      av = av.clone();
+      bv = bv.clone();
+    }
+    out_fn(ov, av, bv);
+  });
+  return out;
+}
+
 }  // namespace
 
 Tensor add(simnpuStream_t s, const Tensor& self, const Tensor& other, const at::Scalar& alpha) {
@@ -111,6 +138,31 @@ Tensor threshold_backward(simnpuStream_t s, const Tensor& grad_output, const Ten
       [threshold](Tensor& o, const Tensor& g, const Tensor& x) {
         at::threshold_backward_out(o, g, x, threshold);
       });
+}
+
+}  // namespace simnpu::ops
+
+namespace simnpu::ops {
+
+Tensor& add_out(simnpuStream_t s, const Tensor& self, const Tensor& other, const at::Scalar& alpha, Tensor& out) {
+  return binary_out(
+      s, "add_out", self, other, out, [&](const Tensor& a, const Tensor& b) { return at::add(a, b, alpha); },
+      [alpha](Tensor& o, const Tensor& a, const Tensor& b) { at::add_out(o, a, b, alpha); });
+}
+Tensor& sub_out(simnpuStream_t s, const Tensor& self, const Tensor& other, const at::Scalar& alpha, Tensor& out) {
+  return binary_out(
+      s, "sub_out", self, other, out, [&](const Tensor& a, const Tensor& b) { return at::sub(a, b, alpha); },
+      [alpha](Tensor& o, const Tensor& a, const Tensor& b) { at::sub_out(o, a, b, alpha); });
+}
+Tensor& mul_out(simnpuStream_t s, const Tensor& self, const Tensor& other, Tensor& out) {
+  return binary_out(
+      s, "mul_out", self, other, out, [](const Tensor& a, const Tensor& b) { return at::mul(a, b); },
+      [](Tensor& o, const Tensor& a, const Tensor& b) { at::mul_out(o, a, b); });
+}
+Tensor& div_out(simnpuStream_t s, const Tensor& self, const Tensor& other, Tensor& out) {
+  return binary_out(
+      s, "div_out", self, other, out, [](const Tensor& a, const Tensor& b) { return at::div(a, b); },
+      [](Tensor& o, const Tensor& a, const Tensor& b) { at::div_out(o, a, b); });
 }
 
 }  // namespace simnpu::ops
