@@ -34,54 +34,72 @@ class GenerateResult:
     digest: str
 
 
-def _same_file(path: Path, text: str) -> bool:
+def same_file(path: Path, text: str) -> bool:
+    """Whether `path` holds exactly `text` (bytes, UTF-8: no newline translation)."""
     try:
-        return path.read_text(encoding="utf-8") == text
-    except (OSError, UnicodeDecodeError):
+        return path.is_file() and path.read_bytes() == text.encode("utf-8")
+    except OSError:
         return False
+
 
 
 def generate(spec: ChipSpec, output_dir: Path) -> GenerateResult:
     """Write the package for `spec` into `output_dir`, replacing it atomically."""
     output_dir = output_dir.resolve()
     files = render(spec, output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise BuildError(f"{output_dir} exists and is not a folder: choose another --output")
     if output_dir.exists() and not (output_dir / MARKER).exists() and any(output_dir.iterdir()):
         raise BuildError(f"{output_dir} exists and was not written by torchfl-gen (no {MARKER}); "
                          "refusing to replace it: choose another --output or remove it")
-    old = {str(p.relative_to(output_dir)): p for p in output_dir.rglob("*") if p.is_file()} if output_dir.exists() else {}
-    ignored = _ignored_build_products(spec)
-    changed = [path for path, text in sorted(files.items()) if not _same_file(output_dir / path, text)]
-    stale = [p for p in sorted(old) if p not in files and not any(p.startswith(i) for i in ignored)]
+    old = ({p.relative_to(output_dir).as_posix(): p for p in output_dir.rglob("*") if p.is_file()}
+           if output_dir.exists() else {})
+    changed = [path for path, text in sorted(files.items()) if not same_file(output_dir / path, text)]
+    kept = {rel: p for rel, p in old.items() if rel not in files and is_build_product(rel, spec)}
+    stale = [rel for rel in sorted(old) if rel not in files and rel not in kept]
     if not changed and not stale:
         return GenerateResult(output_dir, (), digest(files))
 
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", dir=output_dir.parent))
     staging.chmod(0o755)  # mkdtemp makes it private
+    # Unique like the staging folder: a fixed name (e.g. with the pid, which containers reuse)
+    # could collide with one a killed run left behind.
+    retired = staging.with_name(staging.name + ".old")
+    moved = False
     try:
         for path, text in files.items():
             target = staging / path
             target.parent.mkdir(parents=True, exist_ok=True)
             if path in changed:
-                target.write_text(text, encoding="utf-8")
+                target.write_bytes(text.encode("utf-8"))
             else:
                 shutil.copy2(output_dir / path, target)  # keeps mtime: ninja sees no change
         # Build products in the folder (an in-place build) survive regeneration.
-        for rel, source in old.items():
-            if rel not in files and any(rel.startswith(i) for i in ignored):
-                (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, staging / rel)
-        retired = None
+        for rel, source in kept.items():
+            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, staging / rel)
         if output_dir.exists():
-            retired = output_dir.with_name(f".{output_dir.name}.old-{os.getpid()}")
             output_dir.rename(retired)
+            moved = True
         staging.rename(output_dir)
-        if retired is not None:
-            shutil.rmtree(retired, ignore_errors=True)
     except BaseException:
+        if moved and not output_dir.exists():
+            retired.rename(output_dir)  # put the previous package back
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    if moved:
+        shutil.rmtree(retired, ignore_errors=True)
     return GenerateResult(output_dir, tuple(changed + stale), digest(files))
+
+
+def is_build_product(rel: str, spec: ChipSpec) -> bool:
+    """Whether `rel` (a posix path inside the output folder) is made by building or running the
+    package (not by generating it): kept by `generate`, not reported by `check`."""
+    parts = rel.split("/")
+    if "__pycache__" in parts or ".pytest_cache" in parts:
+        return True
+    return any(rel.startswith(p) for p in _ignored_build_products(spec))
 
 
 def _ignored_build_products(spec: ChipSpec) -> tuple[str, ...]:

@@ -27,13 +27,18 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
-def _load(path: str):
+def _load(path: str, *, exit_on_error: bool = True):
+    """The spec at `path`; on errors print them (located) to stderr and exit 1, or return None."""
     from .spec import load_spec
 
     try:
         return load_spec(path, display=path)
     except SpecErrors as errors:
-        _fail("\n".join(e.format() for e in errors.errors) + f"\n{path}: {len(errors.errors)} error(s)", EXIT_SPEC)
+        message = "\n".join(e.format() for e in errors.errors) + f"\n{path}: {len(errors.errors)} error(s)"
+        if not exit_on_error:
+            click.echo(message, err=True)
+            return None
+        _fail(message, EXIT_SPEC)
 
 
 def _progress(verbose: bool):
@@ -59,10 +64,16 @@ def main(ctx: click.Context, verbose: bool) -> None:
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 def validate(specs: tuple[str, ...]) -> None:
     """Check SPECS against the schema and the installed torch's operators."""
-    for path in specs:
-        spec = _load(path)
+    failed = 0
+    for path in specs:  # every spec is checked, even after one fails
+        spec = _load(path, exit_on_error=False)
+        if spec is None:
+            failed += 1
+            continue
         click.echo(f"{path}: ok ({spec.chip.name}: {len(spec.vendor_ops)} vendor ops, "
                    f"{len(spec.ops) - len(spec.vendor_ops)} routed, default chain {list(spec.fallback.default)})")
+    if failed:
+        sys.exit(EXIT_SPEC)
 
 
 def _default_output(spec) -> Path:
@@ -79,7 +90,7 @@ def generate(spec_path: str, output: str | None) -> None:
     spec = _load(spec_path)
     try:
         result = write_package(spec, Path(output) if output else _default_output(spec))
-    except BuildError as error:
+    except (BuildError, OSError) as error:
         _fail(f"error: {error}", EXIT_BUILD)
     click.echo(f"{result.output_dir}: {len(result.changed)} file(s) changed")
 
@@ -102,7 +113,7 @@ def build(ctx: click.Context, spec_path: str, output: str | None, no_install: bo
         result = write_package(spec, out)
         say(f"generated {out} ({len(result.changed)} file(s) changed)")
         wheel = compile_package(spec, result, install=not no_install, verbose=verbose, progress=say)
-    except BuildError as error:
+    except (BuildError, OSError) as error:
         _fail(f"error: {error}", EXIT_BUILD)
     if wheel is not None:
         say(f"built {wheel}")
@@ -116,35 +127,36 @@ def build(ctx: click.Context, spec_path: str, output: str | None, no_install: bo
 @click.option("--generated-dir", default="generated", show_default=True, type=click.Path(file_okay=False))
 def check(specs_dir: str, generated_dir: str) -> None:
     """Fail if any committed generated/<chip>/ differs from what its spec generates."""
+    from .build import is_build_product, same_file
     from .render import MARKER, render
 
     stale: list[str] = []
     specs = sorted(Path(specs_dir).glob("*.yaml"))
     if not specs:
         _fail(f"no specs in {specs_dir}", EXIT_SPEC)
+    chips: set[str] = set()
     for path in specs:
         spec = _load(str(path))
+        chips.add(spec.chip.name)
         out = Path(generated_dir) / spec.chip.name
-        for rel, text in sorted(render(spec, out).items()):
+        expected = render(spec, out)
+        for rel, text in sorted(expected.items()):
             target = out / rel
-            if not target.exists() or target.read_text(encoding="utf-8") != text:
-                stale.append(str(target))
+            if not same_file(target, text):
+                stale.append(str(target) if target.exists() else f"{target} (missing)")
         if (out / MARKER).exists():
-            expected = set(render(spec, out))
             for existing in sorted(p for p in out.rglob("*") if p.is_file()):
                 rel = existing.relative_to(out).as_posix()
-                if rel not in expected and not _is_build_product(rel, spec):
+                if rel not in expected and not is_build_product(rel, spec):
                     stale.append(f"{existing} (not generated)")
+    # A generated package whose spec is gone.
+    for marker in sorted(Path(generated_dir).glob(f"*/{MARKER}")):
+        if marker.parent.name not in chips:
+            stale.append(f"{marker.parent} (no spec in {specs_dir} generates it)")
     if stale:
         _fail("stale generated files (run `torchfl-gen generate SPEC` and commit):\n  " + "\n  ".join(stale),
               EXIT_STALE)
     click.echo(f"generated/ is up to date for {len(specs)} spec(s)")
-
-
-def _is_build_product(rel: str, spec) -> bool:
-    from .build import _ignored_build_products
-
-    return any(rel.startswith(p) for p in _ignored_build_products(spec)) or "__pycache__" in rel
 
 
 @main.command()

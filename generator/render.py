@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +56,41 @@ def cpp_string(value: str) -> str:
                 out.append(f"\\{byte:03o}")
     out.append('"')
     return "".join(out)
+
+
+_JSON_ESCAPE = re.compile(r"\\\\|\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
+
+
+def json_literal(value) -> str:
+    """JSON text that is also a valid TOML and Python literal (for strings and lists of them).
+
+    json.dumps writes characters beyond the BMP as UTF-16 surrogate pairs (``\\ud83d\\ude00``),
+    which TOML rejects and Python reads as two lone surrogates: write them as ``\\UXXXXXXXX``.
+    """
+    def fix(m: re.Match) -> str:
+        if m[1] is None:          # an escaped backslash: keep it (and what follows is not an escape)
+            return m[0]
+        code = 0x10000 + ((int(m[1], 16) - 0xD800) << 10) + (int(m[2], 16) - 0xDC00)
+        return f"\\U{code:08x}"
+
+    return _JSON_ESCAPE.sub(fix, json.dumps(value, sort_keys=True))
+
+
+_UNSAFE_PATH_CHARS = re.compile(r"[^A-Za-z0-9_./+-]")
+
+
+def spec_source_for(spec_path: Path, output_dir: Path) -> str:
+    """How generated files name their spec: relative to the nearest folder holding both the spec
+    and the output folder (`specs/npu.yaml` for `generated/npu/`), so the text does not depend on
+    the current directory; just the file name when they share no folder but the root."""
+    spec_path, output_dir = Path(spec_path).resolve(), Path(output_dir).resolve()
+    try:
+        common = Path(os.path.commonpath([spec_path, output_dir]))
+    except ValueError:            # different drives
+        return spec_path.name
+    shown = spec_path.name if common == Path(common.anchor) else _relpath(spec_path, common)
+    # Headers, comments and docstrings quote it verbatim: keep it to path-safe characters.
+    return _UNSAFE_PATH_CHARS.sub("_", shown)
 
 
 def py_string(value: str) -> str:
@@ -106,10 +142,10 @@ def render(spec: ChipSpec, output_dir: Path) -> dict[str, str]:
     )
     env.filters["cpp_string"] = cpp_string
     env.filters["py_string"] = py_string
-    env.filters["tojson"] = lambda v: json.dumps(v, sort_keys=True)
+    env.filters["tojson"] = json_literal
 
     output_dir = output_dir.resolve()
-    source = _relpath(spec.source, Path.cwd()) if spec.source.is_relative_to(Path.cwd()) else spec.source.name
+    source = spec_source_for(spec.source, output_dir)
     context = {
         "spec": spec,
         "chip": spec.chip,

@@ -33,7 +33,7 @@ def test_misspelled_op(tmp_path):
 
 def test_unknown_op_without_suggestion(tmp_path):
     assert errors_of(tmp_path, edit(("  mm: {kernel: mm}", "  zzqqxx_frob: {kernel: mm}"))) == [
-        f"{F}:78:3: ops: unknown aten op 'zzqqxx_frob'"]
+        f"{F}:82:3: ops: unknown aten op 'zzqqxx_frob'"]
 
 
 def test_wrong_type_string(tmp_path):
@@ -64,7 +64,7 @@ def test_duplicate_key(tmp_path):
 
 def test_duplicate_op(tmp_path):
     assert errors_of(tmp_path, edit(("  mm: {kernel: mm}", "  mm: {kernel: mm}\n  add.Tensor: {kernel: add}"))) == [
-        f"{F}:79:3: ops: duplicate key 'add.Tensor' (first defined at line 67)"]
+        f"{F}:83:3: ops: duplicate key 'add.Tensor' (first defined at line 67)"]
 
 
 def test_alias_and_anchor(tmp_path):
@@ -88,8 +88,8 @@ def test_yaml_syntax_error(tmp_path):
 
 def test_yaml_unclosed_flow(tmp_path):
     assert errors_of(tmp_path, edit(("  default: float16", "  default: [float16"))) == [
-        f"{F}:114:1: <document>: YAML syntax error: expected ',' or ']', but got '<stream end>' "
-        "(while parsing a flow sequence at line 113, column 12)"]
+        f"{F}:118:1: <document>: YAML syntax error: expected ',' or ']', but got '<stream end>' "
+        "(while parsing a flow sequence at line 117, column 12)"]
 
 
 def test_composite_implicit_op(tmp_path):
@@ -101,27 +101,27 @@ def test_composite_implicit_op(tmp_path):
 
 def test_require_vendor_without_kernel(tmp_path):
     assert errors_of(tmp_path, edit(("  relu_: {kernel: relu_}", "  relu_: {require: vendor}"))) == [
-        f"{F}:76:11: ops.relu_.require: 'require: vendor' needs a 'kernel'"]
+        f"{F}:80:11: ops.relu_.require: 'require: vendor' needs a 'kernel'"]
 
 
 def test_require_vendor_with_fallback(tmp_path):
     text = edit(("  relu_: {kernel: relu_}", "  relu_: {kernel: relu_, require: vendor, fallback: [cpu]}"))
-    assert errors_of(tmp_path, text) == [f"{F}:76:43: ops.relu_.fallback: 'require: vendor' forbids a fallback"]
+    assert errors_of(tmp_path, text) == [f"{F}:80:43: ops.relu_.fallback: 'require: vendor' forbids a fallback"]
 
 
 def test_amp_dtype_not_in_dtypes(tmp_path):
     assert errors_of(tmp_path, edit(("float16, bfloat16, int8", "float16, int8"))) == [
-        f"{F}:112:21: amp.dtypes[1]: amp dtype 'bfloat16' is not in dtypes"]
+        f"{F}:116:21: amp.dtypes[1]: amp dtype 'bfloat16' is not in dtypes"]
 
 
 def test_amp_default_not_in_amp_dtypes(tmp_path):
     assert errors_of(tmp_path, edit(("  default: float16", "  default: float32"))) == [
-        f"{F}:113:12: amp.default: amp default 'float32' is not one of amp.dtypes"]
+        f"{F}:117:12: amp.default: amp default 'float32' is not one of amp.dtypes"]
 
 
 def test_unknown_top_level_key(tmp_path):
     assert errors_of(tmp_path, edit(("amp:\n", "amps:\n"))) == [
-        f"{F}:111:1: <document>: unknown key 'amps' (did you mean 'amp'?)"]
+        f"{F}:115:1: <document>: unknown key 'amps' (did you mean 'amp'?)"]
 
 
 def test_builtin_device_name(tmp_path):
@@ -152,7 +152,7 @@ def test_kernels_section_required_for_kernels(tmp_path):
 
 def test_triton_not_accepted_yet(tmp_path):
     assert errors_of(tmp_path, edit(("  default: [cpu]", "  default: [triton]"))) == [
-        f"{F}:108:13: fallback.default[0]: invalid value 'triton' (expected one of: cpu)"]
+        f"{F}:112:13: fallback.default[0]: invalid value 'triton' (expected one of: cpu)"]
 
 
 @pytest.mark.parametrize("old,new,expected", [
@@ -169,23 +169,23 @@ def test_triton_not_accepted_yet(tmp_path):
     ("  libraries: [simnpu_kernels]", "  libraries: [-lsimnpu_kernels]",
      "61:15: kernels.libraries[0]: '-lsimnpu_kernels' is not a linker name (like foo for -lfoo)"),
     ("spec_version: 1", "spec_version: 2", "6:15: spec_version: unsupported spec_version 2 (this torchfl-gen reads spec_version 1)"),
-    ("  relu_: {kernel: relu_}", "  relu_: {}", "76:10: ops.relu_: an op entry needs 'kernel' and/or 'fallback'"),
-    ("  relu_: {kernel: relu_}", "  relu_:", "76:9: ops.relu_: expected a mapping, got null"),
+    ("  relu_: {kernel: relu_}", "  relu_: {}", "80:10: ops.relu_: an op entry needs 'kernel' and/or 'fallback'"),
+    ("  relu_: {kernel: relu_}", "  relu_:", "80:9: ops.relu_: expected a mapping, got null"),
     ("  relu_: {kernel: relu_}", "  relu-x: {kernel: relu_}",
-     "76:3: ops: invalid op name 'relu-x': must be an aten op name (name or name.overload)"),
-    ("  relu_: {kernel: relu_}", "  relu_: {kernel: relu_, fallback: [cpu, cpu]}", "76:42: ops.relu_.fallback[1]: duplicate item 'cpu'"),
-    ("  relu_: {kernel: relu_}", "  relu_: {kernal: relu_}", "76:11: ops.relu_: unknown key 'kernal' (did you mean 'kernel'?)"),
+     "80:3: ops: invalid op name 'relu-x': must be an aten op name (name or name.overload)"),
+    ("  relu_: {kernel: relu_}", "  relu_: {kernel: relu_, fallback: [cpu, cpu]}", "80:42: ops.relu_.fallback[1]: duplicate item 'cpu'"),
+    ("  relu_: {kernel: relu_}", "  relu_: {kernal: relu_}", "80:11: ops.relu_: unknown key 'kernal' (did you mean 'kernel'?)"),
     ("[float32, float64,", "[float32, float32,", "64:19: dtypes[1]: duplicate item 'float32'"),
     ("[float32, float64,", "[float32, float65,",
      "64:19: dtypes[1]: invalid value 'float65' (did you mean 'float64'? expected one of: float32, float64, float16, "
      "bfloat16, int8, uint8, int16, int32, int64, bool, complex64, complex128)"),
-    ("  warn: once", "  warn: onse", "109:9: fallback.warn: invalid value 'onse' (did you mean 'once'? expected one of: once, always, never)"),
+    ("  warn: once", "  warn: onse", "113:9: fallback.warn: invalid value 'onse' (did you mean 'once'? expected one of: once, always, never)"),
     ("  integration: privateuse1", "  integration: native", "11:16: chip.integration: invalid value 'native' (expected one of: privateuse1)"),
     ("    not_ready: 6", "    not_ready: 99999999999", "26:16: driver.status.not_ready: 99999999999 is out of range (must be <= 2147483647)"),
     ("  libraries:\n    - libsimnpu_runtime.so", "  libraries: []", "16:14: driver.libraries: must not be empty"),
-    ("  warn: once", "  warn: once\n  on: 1", "110:3: fallback: mapping key must be a string, not bool true"),
-    ("  warn: once", "  warn: !!python/name:os.system once", "109:9: fallback.warn: YAML tag '!!python/name:os.system' is not allowed in a spec"),
-    ("  warn: once", "  warn: !custom once", "109:9: fallback.warn: YAML tag '!custom' is not allowed in a spec"),
+    ("  warn: once", "  warn: once\n  on: 1", "114:3: fallback: mapping key must be a string, not bool true"),
+    ("  warn: once", "  warn: !!python/name:os.system once", "113:9: fallback.warn: YAML tag '!!python/name:os.system' is not allowed in a spec"),
+    ("  warn: once", "  warn: !custom once", "113:9: fallback.warn: YAML tag '!custom' is not allowed in a spec"),
 ])
 def test_located_messages(tmp_path, old, new, expected):
     assert errors_of(tmp_path, edit((old, new))) == [f"{F}:{expected}"]
@@ -204,9 +204,9 @@ def test_multiple_errors_collected_in_order(tmp_path):
         f"{F}:25:14: driver.status.success: expected an integer, got a string ('zero')",
         f"{F}:29:3: driver: unknown key 'hoks' (did you mean 'hooks'?)",
         f"{F}:67:3: ops: unknown aten op 'add.Tensr' (did you mean 'add.Tensor'?)",
-        f"{F}:76:11: ops.relu_.require: 'require: vendor' needs a 'kernel'",
-        f"{F}:108:13: fallback.default[0]: invalid value 'triton' (expected one of: cpu)",
-        f"{F}:113:12: amp.default: amp default 'float32' is not one of amp.dtypes",
+        f"{F}:80:11: ops.relu_.require: 'require: vendor' needs a 'kernel'",
+        f"{F}:112:13: fallback.default[0]: invalid value 'triton' (expected one of: cpu)",
+        f"{F}:117:12: amp.default: amp default 'float32' is not one of amp.dtypes",
     ]
 
 
@@ -215,7 +215,7 @@ def test_multiple_yaml_errors_collected(tmp_path):
                 ("  mm: {kernel: mm}", "  mm: {kernel: mm}\n  add.Tensor: {kernel: add}"))
     assert errors_of(tmp_path, text) == [
         f"{F}:38:5: driver.hooks: duplicate key 'malloc' (first defined at line 36)",
-        f"{F}:80:3: ops: duplicate key 'add.Tensor' (first defined at line 68)",
+        f"{F}:84:3: ops: duplicate key 'add.Tensor' (first defined at line 68)",
     ]
 
 

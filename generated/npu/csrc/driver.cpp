@@ -11,6 +11,8 @@ torch_fl::DriverDescription describe_driver() {
   torch_fl::DriverDescription d;
   d.chip = "npu";
   d.spec = "specs/npu.yaml";
+  d.distribution = "torch-fl-npu";
+  d.generator_version = "0.1.0";
   d.libraries.push_back("libsimnpu_runtime.so");
   d.home_env = "SIMNPU_HOME";
   d.built_version = "2.1";

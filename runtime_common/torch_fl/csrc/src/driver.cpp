@@ -119,8 +119,10 @@ void Driver::ensure_loaded() {
   if (version != description.built_version_code) {
     failed("driver version mismatch: the loaded driver (" + join(library_paths_, ", ") + ") reports version " +
            decode_version(version) + ", but this backend was built for driver " + description.built_version +
-           "; install the backend package built for driver " + decode_version(version) +
-           " (torchfl-gen build SPEC --driver-version " + decode_version(version) + ")");
+           "; install the package built for it: " + description.distribution + "==" +
+           description.generator_version + "+driver" + decode_version(version) +
+           " (or point " + (description.home_env.empty() ? std::string("the loader") : description.home_env) +
+           " at a driver " + description.built_version + " installation)");
   }
   loaded_ = true;
 }

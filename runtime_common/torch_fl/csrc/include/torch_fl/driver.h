@@ -53,6 +53,8 @@ struct HookBinding {
 struct DriverDescription {
   std::string chip;                        // device name, e.g. "npu"
   std::string spec;                        // the spec file the backend came from
+  std::string distribution;                // the backend's package, e.g. "torch-fl-npu"
+  std::string generator_version;           // torchfl-gen's version, part of the package version
   std::vector<std::string> libraries;      // file names, dlopen'ed in order
   std::vector<std::string> search_paths;   // folders tried before the loader's own
   std::string home_env;                    // env var naming a folder that overrides them

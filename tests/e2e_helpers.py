@@ -1,0 +1,34 @@
+"""Helpers for end-to-end tests: build backends and run Python in fresh processes.
+
+Each check runs in its own interpreter because a process can hold one
+PrivateUse1 backend only, and driver settings are read from the environment.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_python(code: str, env: dict | None = None, timeout: int = 600, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ, PYTHONUNBUFFERED="1")
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def torchfl_gen(*args: str, timeout: int = 1800, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "torchfl_gen", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def last_json_line(output: str) -> dict:
+    for line in reversed(output.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise AssertionError(f"no JSON line in output:\n{output}")
