@@ -172,7 +172,7 @@ def compile_package(spec: ChipSpec, result: GenerateResult, *, install: bool, ve
     build_dir.mkdir(parents=True, exist_ok=True)
     fingerprint = _inputs_fingerprint(spec, result.digest)
     if install and _installed_fingerprint(spec) == fingerprint:
-        progress(f"{spec.chip.distribution} is up to date (installed, same inputs)")
+        progress(f"{spec.chip.distribution} is up to date (installed, same inputs): nothing to compile")
         return None
     env = dict(os.environ, TORCHFL_BUILD_DIR=str(build_dir), TORCHFL_BUILD_INPUTS=fingerprint,
                MAX_JOBS=os.environ.get("MAX_JOBS", str(os.cpu_count() or 1)))
@@ -181,6 +181,7 @@ def compile_package(spec: ChipSpec, result: GenerateResult, *, install: bool, ve
     if install:
         progress(f"compiling and installing {spec.chip.distribution} (log: {build_dir / 'build.log'})")
         _run(pip + ["install", *flags, str(result.output_dir)], env, build_dir / "build.log", verbose, "pip install")
+        progress(f"installed {spec.chip.distribution}: `import torch` now provides torch.{spec.chip.name}")
         return None
     wheels = build_dir / "dist"
     shutil.rmtree(wheels, ignore_errors=True)

@@ -118,8 +118,6 @@ def build(ctx: click.Context, spec_path: str, output: str | None, no_install: bo
     if wheel is not None:
         say(f"built {wheel}")
         click.echo(str(wheel))
-    else:
-        say(f"installed {spec.chip.distribution}: `import torch` now provides torch.{spec.chip.name}")
 
 
 @main.command()

@@ -225,7 +225,10 @@ def test_render_does_not_depend_on_the_current_directory(spec, tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     assert render(spec, COMMITTED) == here
     assert spec_source_for(NPU, COMMITTED) == "specs/npu.yaml"
-    assert spec_source_for(NPU, tmp_path / "elsewhere") == "npu.yaml"
+    # An output folder sharing only the filesystem root with the spec: just the file name.
+    # (tmp_path may share /tmp with the checkout, so use a folder directly under the root.)
+    unrelated = Path("/") / f"torchfl-unrelated-{os.getpid()}" / "out"
+    assert spec_source_for(NPU, unrelated) == "npu.yaml"
 
 
 def test_regenerate_rewrites_only_what_changed(tmp_path):
