@@ -1,7 +1,8 @@
 """torchfl-gen: validate chip specs, generate and build backend packages.
 
 Exit codes: 0 success, 1 invalid spec, 2 usage error (click), 3 build failed,
-4 generated output is stale (check).
+4 generated output is stale (check), 5 OpInfo results missing or unreadable (matrix),
+6 the traced script failed or no chip backend is installed (coverage).
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from .errors import SpecErrors
 EXIT_SPEC = 1
 EXIT_BUILD = 3
 EXIT_STALE = 4
+EXIT_RESULTS = 5
+EXIT_COVERAGE = 6
 
 log = logging.getLogger("torchfl_gen")
 
@@ -164,6 +167,53 @@ def docs(output: str) -> None:
     from .docs_gen import write_spec_doc
 
     click.echo(("wrote " if write_spec_doc(output) else "up to date: ") + output)
+
+
+@main.command()
+@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
+@click.option("--results", type=click.Path(dir_okay=False),
+              help="JSON Lines from generated/<chip>/tests/test_opinfo.py [.torchfl/opinfo-<chip>.jsonl].")
+@click.option("--out-dir", default="docs/ops", show_default=True, type=click.Path(file_okay=False))
+def matrix(spec_path: str, results: str | None, out_dir: str) -> None:
+    """Write docs/ops/<chip>.md/.html/.json: the OpInfo sweep joined with SPEC's declared paths."""
+    from .matrix import ResultsError, build_matrix, default_results, load_results, write_matrix
+
+    spec = _load(spec_path)
+    results_path = Path(results) if results else default_results(spec)
+    try:
+        records = load_results(results_path)
+    except ResultsError as error:
+        _fail(f"error: {error}", EXIT_RESULTS)
+    m = build_matrix(spec, records, results_path.as_posix())
+    for path in write_matrix(m, Path(out_dir)):
+        click.echo(f"wrote {path}")
+    h = m.headline()
+    click.echo(f"{spec.chip.name}: {h['opinfos']} OpInfo entries, {h['tested']} tested: "
+               f"basic {h['basic']}, strict {h['strict']} (failing {h['failing']}, "
+               f"not comparable {h['not_comparable']}, untested {h['untested']})")
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
+@click.option("--script", required=True, type=click.Path(dir_okay=False, exists=True),
+              help="Python script to run (in this process) with the chip's backend.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+def coverage(spec_path: str, script: str, as_json: bool, script_args: tuple[str, ...]) -> None:
+    """Run SCRIPT under a dispatch trace: every aten op it called and its path on SPEC's chip.
+
+    Arguments after `--` go to the script. Sorted for a vendor engineer: CPU fallbacks first.
+    """
+    from .coverage import CoverageError, run_script
+
+    spec = _load(spec_path)
+    try:
+        report, error = run_script(spec, script, list(script_args))
+    except CoverageError as failure:
+        _fail(f"error: {failure}", EXIT_COVERAGE)
+    click.echo(report.to_json() if as_json else report.table())
+    if error is not None:
+        _fail(f"error: {script} failed: {error}", EXIT_COVERAGE)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ REQUIRED_HOOKS = (
     "event_elapsed_time",
 )
 
-FALLBACK_STEPS = ("cpu",)
+FALLBACK_STEPS = ("triton", "cpu")
+TRITON_MODES = ("compile", "interpret")
 WARN_POLICIES = ("once", "always", "never")
 
 
@@ -125,6 +126,7 @@ class OpEntry:
 class FallbackPolicy:
     default: tuple[str, ...]            # chain for ops the spec does not name
     warn: str                           # once | always | never
+    triton: str = "compile"             # how the triton step runs: compile | interpret
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,24 @@ class ChipSpec:
     ops: tuple[OpEntry, ...] = field(default=())
     fallback: FallbackPolicy = FallbackPolicy(default=("cpu",), warn="once")
     amp: Amp | None = None
+
+    @property
+    def triton_ops(self) -> tuple[str, ...]:
+        """Ops the generated backend routes to the shared Triton kernels when Triton is
+        available: named ops without a kernel whose chain tries triton before cpu, and,
+        when the default chain starts with triton, every op the library has that the
+        spec does not name. Vendor ops whose kernel turns out missing at load time are
+        added at runtime from their own chain."""
+        if "triton" not in self.fallback.default and not any("triton" in op.fallback for op in self.ops):
+            return ()
+        from torch_fl.triton_ops import SUPPORTED_OPS
+
+        named = {op.name for op in self.ops}
+        chosen = [op.name for op in self.ops
+                  if op.kernel is None and op.fallback[:1] == ("triton",) and op.name in SUPPORTED_OPS]
+        if self.fallback.default[:1] == ("triton",):
+            chosen += [name for name in SUPPORTED_OPS if name not in named]
+        return tuple(sorted(chosen))
 
     @property
     def vendor_ops(self) -> tuple[OpEntry, ...]:

@@ -36,6 +36,7 @@ PRIVATEUSE1_FILES = (
     ("tests/conftest.py.j2", "tests/conftest.py"),
     ("tests/test_device.py.j2", "tests/test_device.py"),
     ("tests/test_vendor_ops.py.j2", "tests/test_vendor_ops.py"),
+    ("tests/test_opinfo.py.j2", "tests/test_opinfo.py"),
 )
 
 # The marker that says a folder was written by torchfl-gen (and may be replaced).

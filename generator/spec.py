@@ -264,6 +264,16 @@ def _semantic_errors(doc: YamlDocument) -> list[SpecError]:
                 elif isinstance(entry.get("fallback"), list) and entry["fallback"]:
                     out.append(doc.error(("ops", op, "fallback"), "'require: vendor' forbids a fallback",
                                          at="key"))
+            chain = entry.get("fallback")
+            if isinstance(chain, list) and "triton" in chain and torch_ops.lookup(op) is not None:
+                from torch_fl.triton_ops import SUPPORTED_OPS
+
+                if op not in SUPPORTED_OPS:
+                    i = chain.index("triton")
+                    out.append(doc.error(("ops", op, "fallback", i),
+                                         f"the shared Triton library has no kernel for '{op}'"
+                                         + _did_you_mean(op, SUPPORTED_OPS),
+                                         hint="drop 'triton' from this chain, or give the op a vendor kernel"))
 
     if first_kernel_path is not None and "kernels" not in data:
         out.append(doc.error(first_kernel_path, "op has a kernel but the spec has no 'kernels' section",
@@ -343,7 +353,8 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes) -> model.C
         kernels=kernels,
         dtypes=tuple(d["dtypes"]),
         ops=tuple(ops),
-        fallback=model.FallbackPolicy(default=tuple(fb.get("default", ("cpu",))), warn=fb.get("warn", "once")),
+        fallback=model.FallbackPolicy(default=tuple(fb.get("default", ("cpu",))), warn=fb.get("warn", "once"),
+                                      triton=fb.get("triton", "compile")),
         amp=model.Amp(dtypes=tuple(amp["dtypes"]), default=amp["default"]) if amp is not None else None,
     )
 

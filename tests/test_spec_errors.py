@@ -150,9 +150,9 @@ def test_kernels_section_required_for_kernels(tmp_path):
         f"{F}:67:16: ops.\"add.Tensor\".kernel: op has a kernel but the spec has no 'kernels' section"]
 
 
-def test_triton_not_accepted_yet(tmp_path):
-    assert errors_of(tmp_path, edit(("  default: [cpu]", "  default: [triton]"))) == [
-        f"{F}:112:13: fallback.default[0]: invalid value 'triton' (expected one of: cpu)"]
+def test_unknown_fallback_step(tmp_path):
+    assert errors_of(tmp_path, edit(("  default: [cpu]", "  default: [tritn]"))) == [
+        f"{F}:112:13: fallback.default[0]: invalid value 'tritn' (did you mean 'triton'? expected one of: triton, cpu)"]
 
 
 @pytest.mark.parametrize("old,new,expected", [
@@ -197,7 +197,7 @@ def test_multiple_errors_collected_in_order(tmp_path):
                 ("    success: 0", "    success: zero"),
                 ("  add.Tensor: {kernel: add}", "  add.Tensr: {kernel: add}"),
                 ("  relu_: {kernel: relu_}", "  relu_: {require: vendor}"),
-                ("  default: [cpu]", "  default: [triton]"),
+                ("  default: [cpu]", "  default: [gpu]"),
                 ("  default: float16", "  default: float32"))
     assert errors_of(tmp_path, text) == [
         f"{F}:9:9: chip.name: 'cuda' is a built-in torch device type",
@@ -205,7 +205,7 @@ def test_multiple_errors_collected_in_order(tmp_path):
         f"{F}:29:3: driver: unknown key 'hoks' (did you mean 'hooks'?)",
         f"{F}:67:3: ops: unknown aten op 'add.Tensr' (did you mean 'add.Tensor'?)",
         f"{F}:80:11: ops.relu_.require: 'require: vendor' needs a 'kernel'",
-        f"{F}:112:13: fallback.default[0]: invalid value 'triton' (expected one of: cpu)",
+        f"{F}:112:13: fallback.default[0]: invalid value 'gpu' (did you mean 'cpu'? expected one of: triton, cpu)",
         f"{F}:117:12: amp.default: amp default 'float32' is not one of amp.dtypes",
     ]
 

@@ -60,9 +60,12 @@ setup(
             + sorted(relative(p) for p in (runtime / "src").glob("*.cpp")),
             include_dirs=[str(runtime / "include")] + resolve(KERNEL_INCLUDE_DIRS),
             library_dirs=resolve(KERNEL_LIBRARY_DIRS),
-            libraries=KERNEL_LIBRARIES,
             extra_compile_args=["-O2", "-std=c++17"],
-            extra_link_args=[f"-Wl,-rpath,{d}" for d in resolve(KERNEL_LIBRARY_DIRS)],
+            # The kernels are referenced weakly (a kernel the library lacks takes the
+            # op's fallback chain), so keep the library even where the linker defaults
+            # to --as-needed, which drops libraries referenced only weakly.
+            extra_link_args=[f"-Wl,-rpath,{d}" for d in resolve(KERNEL_LIBRARY_DIRS)]
+            + ["-Wl,--no-as-needed"] + [f"-l{name}" for name in KERNEL_LIBRARIES] + ["-Wl,--as-needed"],
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},

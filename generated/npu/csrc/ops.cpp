@@ -14,6 +14,53 @@
 
 #include <simnpu/simnpu_kernels.h>
 
+// Weak references: a kernel the vendor library lacks resolves to null, and its
+// op takes the spec's fallback chain instead (or, with `require: vendor`, the
+// chip refuses to initialise).
+namespace simnpu::ops {
+decltype(add) add __attribute__((weak));
+decltype(add_) add_ __attribute__((weak));
+decltype(sub) sub __attribute__((weak));
+decltype(sub_) sub_ __attribute__((weak));
+decltype(mul) mul __attribute__((weak));
+decltype(mul_) mul_ __attribute__((weak));
+decltype(div) div __attribute__((weak));
+decltype(div_) div_ __attribute__((weak));
+decltype(add_out) add_out __attribute__((weak));
+decltype(sub_out) sub_out __attribute__((weak));
+decltype(mul_out) mul_out __attribute__((weak));
+decltype(div_out) div_out __attribute__((weak));
+decltype(relu) relu __attribute__((weak));
+decltype(relu_) relu_ __attribute__((weak));
+decltype(threshold_backward) threshold_backward __attribute__((weak));
+decltype(mm) mm __attribute__((weak));
+decltype(addmm) addmm __attribute__((weak));
+decltype(convolution) convolution __attribute__((weak));
+decltype(convolution_backward) convolution_backward __attribute__((weak));
+decltype(max_pool2d_with_indices) max_pool2d_with_indices __attribute__((weak));
+decltype(max_pool2d_with_indices_backward) max_pool2d_with_indices_backward __attribute__((weak));
+decltype(adaptive_avg_pool2d) adaptive_avg_pool2d __attribute__((weak));
+decltype(adaptive_avg_pool2d_backward) adaptive_avg_pool2d_backward __attribute__((weak));
+decltype(batch_norm) batch_norm __attribute__((weak));
+decltype(batch_norm_backward) batch_norm_backward __attribute__((weak));
+decltype(log_softmax) log_softmax __attribute__((weak));
+decltype(log_softmax_backward) log_softmax_backward __attribute__((weak));
+decltype(nll_loss_forward) nll_loss_forward __attribute__((weak));
+decltype(nll_loss_backward) nll_loss_backward __attribute__((weak));
+decltype(sum) sum __attribute__((weak));
+decltype(mean) mean __attribute__((weak));
+decltype(fill_) fill_ __attribute__((weak));
+decltype(zero_) zero_ __attribute__((weak));
+decltype(copy_) copy_ __attribute__((weak));
+decltype(cat) cat __attribute__((weak));
+decltype(normal_) normal_ __attribute__((weak));
+decltype(uniform_) uniform_ __attribute__((weak));
+decltype(random_) random_ __attribute__((weak));
+decltype(random_from) random_from __attribute__((weak));
+decltype(random_to) random_to __attribute__((weak));
+decltype(randperm_out) randperm_out __attribute__((weak));
+}  // namespace simnpu::ops
+
 namespace {
 
 // add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
@@ -346,51 +393,216 @@ at::Tensor & randperm_generator_out_vendor(int64_t n, ::std::optional<at::Genera
 // `copy_` is not registered as an operator: it serves same-device copies
 // inside the runtime's _copy_from.
 const bool copy_kernel_installed = [] {
-  torch_fl::set_device_copy_kernel(&copy__vendor);
+  if (&simnpu::ops::copy_ != nullptr) {
+    torch_fl::set_device_copy_kernel(&copy__vendor);
+  }
   return true;
 }();
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("add.Tensor", TORCH_FN(add_Tensor_vendor));
-  m.impl("add_.Tensor", TORCH_FN(add__Tensor_vendor));
-  m.impl("sub.Tensor", TORCH_FN(sub_Tensor_vendor));
-  m.impl("sub_.Tensor", TORCH_FN(sub__Tensor_vendor));
-  m.impl("mul.Tensor", TORCH_FN(mul_Tensor_vendor));
-  m.impl("mul_.Tensor", TORCH_FN(mul__Tensor_vendor));
-  m.impl("div.Tensor", TORCH_FN(div_Tensor_vendor));
-  m.impl("div_.Tensor", TORCH_FN(div__Tensor_vendor));
-  m.impl("add.out", TORCH_FN(add_out_vendor));
-  m.impl("sub.out", TORCH_FN(sub_out_vendor));
-  m.impl("mul.out", TORCH_FN(mul_out_vendor));
-  m.impl("div.out", TORCH_FN(div_out_vendor));
-  m.impl("relu", TORCH_FN(relu_vendor));
-  m.impl("relu_", TORCH_FN(relu__vendor));
-  m.impl("threshold_backward", TORCH_FN(threshold_backward_vendor));
-  m.impl("mm", TORCH_FN(mm_vendor));
-  m.impl("addmm", TORCH_FN(addmm_vendor));
-  m.impl("convolution", TORCH_FN(convolution_vendor));
-  m.impl("convolution_backward", TORCH_FN(convolution_backward_vendor));
-  m.impl("max_pool2d_with_indices", TORCH_FN(max_pool2d_with_indices_vendor));
-  m.impl("max_pool2d_with_indices_backward", TORCH_FN(max_pool2d_with_indices_backward_vendor));
-  m.impl("_adaptive_avg_pool2d", TORCH_FN(_adaptive_avg_pool2d_vendor));
-  m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(_adaptive_avg_pool2d_backward_vendor));
-  m.impl("native_batch_norm", TORCH_FN(native_batch_norm_vendor));
-  m.impl("native_batch_norm_backward", TORCH_FN(native_batch_norm_backward_vendor));
-  m.impl("_log_softmax", TORCH_FN(_log_softmax_vendor));
-  m.impl("_log_softmax_backward_data", TORCH_FN(_log_softmax_backward_data_vendor));
-  m.impl("nll_loss_forward", TORCH_FN(nll_loss_forward_vendor));
-  m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward_vendor));
-  m.impl("sum.dim_IntList", TORCH_FN(sum_dim_IntList_vendor));
-  m.impl("mean.dim", TORCH_FN(mean_dim_vendor));
-  m.impl("fill_.Scalar", TORCH_FN(fill__Scalar_vendor));
-  m.impl("zero_", TORCH_FN(zero__vendor));
-  m.impl("cat", TORCH_FN(cat_vendor));
-  m.impl("normal_", TORCH_FN(normal__vendor));
-  m.impl("uniform_", TORCH_FN(uniform__vendor));
-  m.impl("random_", TORCH_FN(random__vendor));
-  m.impl("random_.from", TORCH_FN(random__from_vendor));
-  m.impl("random_.to", TORCH_FN(random__to_vendor));
-  m.impl("randperm.generator_out", TORCH_FN(randperm_generator_out_vendor));
+  if (&simnpu::ops::add == nullptr) {
+    torch_fl::note_missing_kernel("add.Tensor", "add", 67, false);
+  } else {
+    m.impl("add.Tensor", TORCH_FN(add_Tensor_vendor));
+  }
+  if (&simnpu::ops::add_ == nullptr) {
+    torch_fl::note_missing_kernel("add_.Tensor", "add_", 68, false);
+  } else {
+    m.impl("add_.Tensor", TORCH_FN(add__Tensor_vendor));
+  }
+  if (&simnpu::ops::sub == nullptr) {
+    torch_fl::note_missing_kernel("sub.Tensor", "sub", 69, false);
+  } else {
+    m.impl("sub.Tensor", TORCH_FN(sub_Tensor_vendor));
+  }
+  if (&simnpu::ops::sub_ == nullptr) {
+    torch_fl::note_missing_kernel("sub_.Tensor", "sub_", 70, false);
+  } else {
+    m.impl("sub_.Tensor", TORCH_FN(sub__Tensor_vendor));
+  }
+  if (&simnpu::ops::mul == nullptr) {
+    torch_fl::note_missing_kernel("mul.Tensor", "mul", 71, false);
+  } else {
+    m.impl("mul.Tensor", TORCH_FN(mul_Tensor_vendor));
+  }
+  if (&simnpu::ops::mul_ == nullptr) {
+    torch_fl::note_missing_kernel("mul_.Tensor", "mul_", 72, false);
+  } else {
+    m.impl("mul_.Tensor", TORCH_FN(mul__Tensor_vendor));
+  }
+  if (&simnpu::ops::div == nullptr) {
+    torch_fl::note_missing_kernel("div.Tensor", "div", 73, false);
+  } else {
+    m.impl("div.Tensor", TORCH_FN(div_Tensor_vendor));
+  }
+  if (&simnpu::ops::div_ == nullptr) {
+    torch_fl::note_missing_kernel("div_.Tensor", "div_", 74, false);
+  } else {
+    m.impl("div_.Tensor", TORCH_FN(div__Tensor_vendor));
+  }
+  if (&simnpu::ops::add_out == nullptr) {
+    torch_fl::note_missing_kernel("add.out", "add_out", 75, false);
+  } else {
+    m.impl("add.out", TORCH_FN(add_out_vendor));
+  }
+  if (&simnpu::ops::sub_out == nullptr) {
+    torch_fl::note_missing_kernel("sub.out", "sub_out", 76, false);
+  } else {
+    m.impl("sub.out", TORCH_FN(sub_out_vendor));
+  }
+  if (&simnpu::ops::mul_out == nullptr) {
+    torch_fl::note_missing_kernel("mul.out", "mul_out", 77, false);
+  } else {
+    m.impl("mul.out", TORCH_FN(mul_out_vendor));
+  }
+  if (&simnpu::ops::div_out == nullptr) {
+    torch_fl::note_missing_kernel("div.out", "div_out", 78, false);
+  } else {
+    m.impl("div.out", TORCH_FN(div_out_vendor));
+  }
+  if (&simnpu::ops::relu == nullptr) {
+    torch_fl::note_missing_kernel("relu", "relu", 79, false);
+  } else {
+    m.impl("relu", TORCH_FN(relu_vendor));
+  }
+  if (&simnpu::ops::relu_ == nullptr) {
+    torch_fl::note_missing_kernel("relu_", "relu_", 80, false);
+  } else {
+    m.impl("relu_", TORCH_FN(relu__vendor));
+  }
+  if (&simnpu::ops::threshold_backward == nullptr) {
+    torch_fl::note_missing_kernel("threshold_backward", "threshold_backward", 81, false);
+  } else {
+    m.impl("threshold_backward", TORCH_FN(threshold_backward_vendor));
+  }
+  if (&simnpu::ops::mm == nullptr) {
+    torch_fl::note_missing_kernel("mm", "mm", 82, false);
+  } else {
+    m.impl("mm", TORCH_FN(mm_vendor));
+  }
+  if (&simnpu::ops::addmm == nullptr) {
+    torch_fl::note_missing_kernel("addmm", "addmm", 83, false);
+  } else {
+    m.impl("addmm", TORCH_FN(addmm_vendor));
+  }
+  if (&simnpu::ops::convolution == nullptr) {
+    torch_fl::note_missing_kernel("convolution", "convolution", 84, false);
+  } else {
+    m.impl("convolution", TORCH_FN(convolution_vendor));
+  }
+  if (&simnpu::ops::convolution_backward == nullptr) {
+    torch_fl::note_missing_kernel("convolution_backward", "convolution_backward", 85, false);
+  } else {
+    m.impl("convolution_backward", TORCH_FN(convolution_backward_vendor));
+  }
+  if (&simnpu::ops::max_pool2d_with_indices == nullptr) {
+    torch_fl::note_missing_kernel("max_pool2d_with_indices", "max_pool2d_with_indices", 86, false);
+  } else {
+    m.impl("max_pool2d_with_indices", TORCH_FN(max_pool2d_with_indices_vendor));
+  }
+  if (&simnpu::ops::max_pool2d_with_indices_backward == nullptr) {
+    torch_fl::note_missing_kernel("max_pool2d_with_indices_backward", "max_pool2d_with_indices_backward", 87, false);
+  } else {
+    m.impl("max_pool2d_with_indices_backward", TORCH_FN(max_pool2d_with_indices_backward_vendor));
+  }
+  if (&simnpu::ops::adaptive_avg_pool2d == nullptr) {
+    torch_fl::note_missing_kernel("_adaptive_avg_pool2d", "adaptive_avg_pool2d", 88, false);
+  } else {
+    m.impl("_adaptive_avg_pool2d", TORCH_FN(_adaptive_avg_pool2d_vendor));
+  }
+  if (&simnpu::ops::adaptive_avg_pool2d_backward == nullptr) {
+    torch_fl::note_missing_kernel("_adaptive_avg_pool2d_backward", "adaptive_avg_pool2d_backward", 89, false);
+  } else {
+    m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(_adaptive_avg_pool2d_backward_vendor));
+  }
+  if (&simnpu::ops::batch_norm == nullptr) {
+    torch_fl::note_missing_kernel("native_batch_norm", "batch_norm", 90, false);
+  } else {
+    m.impl("native_batch_norm", TORCH_FN(native_batch_norm_vendor));
+  }
+  if (&simnpu::ops::batch_norm_backward == nullptr) {
+    torch_fl::note_missing_kernel("native_batch_norm_backward", "batch_norm_backward", 91, false);
+  } else {
+    m.impl("native_batch_norm_backward", TORCH_FN(native_batch_norm_backward_vendor));
+  }
+  if (&simnpu::ops::log_softmax == nullptr) {
+    torch_fl::note_missing_kernel("_log_softmax", "log_softmax", 92, false);
+  } else {
+    m.impl("_log_softmax", TORCH_FN(_log_softmax_vendor));
+  }
+  if (&simnpu::ops::log_softmax_backward == nullptr) {
+    torch_fl::note_missing_kernel("_log_softmax_backward_data", "log_softmax_backward", 93, false);
+  } else {
+    m.impl("_log_softmax_backward_data", TORCH_FN(_log_softmax_backward_data_vendor));
+  }
+  if (&simnpu::ops::nll_loss_forward == nullptr) {
+    torch_fl::note_missing_kernel("nll_loss_forward", "nll_loss_forward", 94, false);
+  } else {
+    m.impl("nll_loss_forward", TORCH_FN(nll_loss_forward_vendor));
+  }
+  if (&simnpu::ops::nll_loss_backward == nullptr) {
+    torch_fl::note_missing_kernel("nll_loss_backward", "nll_loss_backward", 95, false);
+  } else {
+    m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward_vendor));
+  }
+  if (&simnpu::ops::sum == nullptr) {
+    torch_fl::note_missing_kernel("sum.dim_IntList", "sum", 96, false);
+  } else {
+    m.impl("sum.dim_IntList", TORCH_FN(sum_dim_IntList_vendor));
+  }
+  if (&simnpu::ops::mean == nullptr) {
+    torch_fl::note_missing_kernel("mean.dim", "mean", 97, false);
+  } else {
+    m.impl("mean.dim", TORCH_FN(mean_dim_vendor));
+  }
+  if (&simnpu::ops::fill_ == nullptr) {
+    torch_fl::note_missing_kernel("fill_.Scalar", "fill_", 98, false);
+  } else {
+    m.impl("fill_.Scalar", TORCH_FN(fill__Scalar_vendor));
+  }
+  if (&simnpu::ops::zero_ == nullptr) {
+    torch_fl::note_missing_kernel("zero_", "zero_", 99, false);
+  } else {
+    m.impl("zero_", TORCH_FN(zero__vendor));
+  }
+  if (&simnpu::ops::copy_ == nullptr) {
+    torch_fl::note_missing_kernel("copy_", "copy_", 100, false);
+  }
+  if (&simnpu::ops::cat == nullptr) {
+    torch_fl::note_missing_kernel("cat", "cat", 101, false);
+  } else {
+    m.impl("cat", TORCH_FN(cat_vendor));
+  }
+  if (&simnpu::ops::normal_ == nullptr) {
+    torch_fl::note_missing_kernel("normal_", "normal_", 102, false);
+  } else {
+    m.impl("normal_", TORCH_FN(normal__vendor));
+  }
+  if (&simnpu::ops::uniform_ == nullptr) {
+    torch_fl::note_missing_kernel("uniform_", "uniform_", 103, false);
+  } else {
+    m.impl("uniform_", TORCH_FN(uniform__vendor));
+  }
+  if (&simnpu::ops::random_ == nullptr) {
+    torch_fl::note_missing_kernel("random_", "random_", 104, false);
+  } else {
+    m.impl("random_", TORCH_FN(random__vendor));
+  }
+  if (&simnpu::ops::random_from == nullptr) {
+    torch_fl::note_missing_kernel("random_.from", "random_from", 105, false);
+  } else {
+    m.impl("random_.from", TORCH_FN(random__from_vendor));
+  }
+  if (&simnpu::ops::random_to == nullptr) {
+    torch_fl::note_missing_kernel("random_.to", "random_to", 106, false);
+  } else {
+    m.impl("random_.to", TORCH_FN(random__to_vendor));
+  }
+  if (&simnpu::ops::randperm_out == nullptr) {
+    torch_fl::note_missing_kernel("randperm.generator_out", "randperm_out", 107, false);
+  } else {
+    m.impl("randperm.generator_out", TORCH_FN(randperm_generator_out_vendor));
+  }
 }

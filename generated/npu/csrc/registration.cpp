@@ -30,6 +30,47 @@ torch_fl::FallbackPolicy describe_fallback() {
   policy.spec = "specs/npu.yaml";
   policy.default_chain = {"cpu"};
   policy.warn = "once";
+  policy.routes["add.Tensor"] = {{}, 67};
+  policy.routes["add_.Tensor"] = {{}, 68};
+  policy.routes["sub.Tensor"] = {{}, 69};
+  policy.routes["sub_.Tensor"] = {{}, 70};
+  policy.routes["mul.Tensor"] = {{}, 71};
+  policy.routes["mul_.Tensor"] = {{}, 72};
+  policy.routes["div.Tensor"] = {{}, 73};
+  policy.routes["div_.Tensor"] = {{}, 74};
+  policy.routes["add.out"] = {{}, 75};
+  policy.routes["sub.out"] = {{}, 76};
+  policy.routes["mul.out"] = {{}, 77};
+  policy.routes["div.out"] = {{}, 78};
+  policy.routes["relu"] = {{}, 79};
+  policy.routes["relu_"] = {{}, 80};
+  policy.routes["threshold_backward"] = {{}, 81};
+  policy.routes["mm"] = {{}, 82};
+  policy.routes["addmm"] = {{}, 83};
+  policy.routes["convolution"] = {{}, 84};
+  policy.routes["convolution_backward"] = {{}, 85};
+  policy.routes["max_pool2d_with_indices"] = {{}, 86};
+  policy.routes["max_pool2d_with_indices_backward"] = {{}, 87};
+  policy.routes["_adaptive_avg_pool2d"] = {{}, 88};
+  policy.routes["_adaptive_avg_pool2d_backward"] = {{}, 89};
+  policy.routes["native_batch_norm"] = {{}, 90};
+  policy.routes["native_batch_norm_backward"] = {{}, 91};
+  policy.routes["_log_softmax"] = {{}, 92};
+  policy.routes["_log_softmax_backward_data"] = {{}, 93};
+  policy.routes["nll_loss_forward"] = {{}, 94};
+  policy.routes["nll_loss_backward"] = {{}, 95};
+  policy.routes["sum.dim_IntList"] = {{}, 96};
+  policy.routes["mean.dim"] = {{}, 97};
+  policy.routes["fill_.Scalar"] = {{}, 98};
+  policy.routes["zero_"] = {{}, 99};
+  policy.routes["copy_"] = {{}, 100};
+  policy.routes["cat"] = {{}, 101};
+  policy.routes["normal_"] = {{}, 102};
+  policy.routes["uniform_"] = {{}, 103};
+  policy.routes["random_"] = {{}, 104};
+  policy.routes["random_.from"] = {{}, 105};
+  policy.routes["random_.to"] = {{}, 106};
+  policy.routes["randperm.generator_out"] = {{}, 107};
   return policy;
 }
 
@@ -44,7 +85,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   torch_fl::register_core_ops(m);
 }
 
-// Every op without a npu kernel goes through the spec's fallback chain.
+// Every op without a npu kernel goes through its fallback chain: the
+// op's own (`ops:` entries, including vendor ops whose kernel the library lacks)
+// or the chip's default.
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&torch_fl::boxed_fallback>());
 }

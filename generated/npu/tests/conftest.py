@@ -26,3 +26,108 @@ def fallback_stats():
 
     _C.reset_fallback_stats()
     return _C.fallback_stats
+
+
+# -- the OpInfo sweep (test_opinfo.py): collected only when asked, results as JSON Lines --------
+
+OPINFO_FILE = "test_opinfo.py"
+
+
+def _opinfo_named(config):
+    """Whether the command line names test_opinfo.py (or one of its tests) explicitly."""
+    import os
+    from pathlib import Path
+
+    here = (Path(__file__).parent / OPINFO_FILE).resolve()
+    for arg in config.args:
+        path = Path(str(arg).split("::")[0])
+        if not path.is_absolute():
+            path = Path(config.invocation_params.dir) / path
+        if path.resolve() == here:
+            return True
+    return False
+
+
+def pytest_ignore_collect(collection_path, config):
+    """test_opinfo.py sweeps all of op_db: only with TORCHFL_OPINFO=full|sample or when named."""
+    import os
+
+    if collection_path.name != OPINFO_FILE:
+        return None
+    wanted = os.environ.get("TORCHFL_OPINFO", "").strip().lower()
+    if wanted in ("full", "sample"):
+        return None
+    if wanted in ("", ) and _opinfo_named(config):
+        return None
+    return True
+
+
+def _opinfo_results_path():
+    import os
+    from pathlib import Path
+
+    return Path(os.environ.get("TORCHFL_OPINFO_RESULTS") or Path(".torchfl") / "opinfo-npu.jsonl")
+
+
+@pytest.fixture
+def opinfo_record(request):
+    """What test_opinfo records for one test; conftest writes it with the outcome."""
+    record = {"op": None, "variant": "", "dtype": None, "outcome": None, "message": "", "paths": {}, "samples": 0}
+    request.node._opinfo_record = record
+    return record
+
+
+def _short(excinfo):
+    text = str(excinfo.value).strip().splitlines()
+    first = next((line for line in text if line.strip()), "")
+    return f"{excinfo.type.__name__}: {first}"[:300]
+
+
+def _write_opinfo(config, record):
+    import datetime
+    import json
+
+    state = config.stash.get(_OPINFO_KEY, None)
+    if state is None:
+        path = _opinfo_results_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state = {"file": path.open("w", encoding="utf-8"), "path": path,
+                 "recorded": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()}
+        config.stash[_OPINFO_KEY] = state
+    line = {"chip": 'npu', "recorded": state["recorded"], "torch": torch.__version__,
+            **record, "paths": {op: dict(sorted(p.items())) for op, p in sorted(record["paths"].items())}}
+    state["file"].write(json.dumps(line, sort_keys=True) + "\n")
+    state["file"].flush()
+
+
+_OPINFO_KEY = pytest.StashKey()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    record = getattr(item, "_opinfo_record", None)
+    if record is None or record.get("_written"):
+        return
+    if call.when == "setup" and report.passed:
+        return
+    if call.when == "teardown" and report.passed:
+        return
+    if report.passed:
+        record["outcome"] = record["outcome"] or "pass"
+    elif report.skipped:
+        record["outcome"], record["message"] = "skipped", str(report.longrepr)[:300]
+    else:
+        is_assert = call.excinfo is not None and call.excinfo.errisinstance(AssertionError)
+        record["outcome"] = "fail" if is_assert else "error"
+        record["message"] = _short(call.excinfo) if call.excinfo is not None else "failed"
+    record["_written"] = True
+    _write_opinfo(item.config, {k: v for k, v in record.items() if not k.startswith("_")})
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    state = config.stash.get(_OPINFO_KEY, None)
+    if state is not None:
+        state["file"].close()
+        terminalreporter.write_line(f"OpInfo results: {state['path']} (torchfl-gen matrix specs/npu.yaml)")

@@ -15,6 +15,8 @@ __version__ = spec.PACKAGE_VERSION
 
 _registered = False
 _load_error = None  # why registering failed, for torch_fl's doctor
+_triton_library = None  # keeps the Triton registrations alive
+triton_status = "not enabled"
 
 
 def _driver_search_paths():
@@ -39,7 +41,21 @@ def _register():
 
     torch._register_device_module(spec.CHIP, device)
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+    _route_to_triton()
     _registered = True
+
+
+def _route_to_triton():
+    """The `triton` step: the spec's Triton ops, plus vendor ops whose kernel the library lacks."""
+    global _triton_library, triton_status
+    missing = [op for op in _C._missing_kernel_ops() if spec.OP_CHAINS.get(op, ())[:1] == ("triton",)]
+    if not spec.TRITON_OPS and not missing:
+        return
+    from torch_fl import _triton_route, triton_ops
+
+    ops = set(spec.TRITON_OPS) | {op for op in missing if op in triton_ops.SUPPORTED_OPS}
+    _triton_library, triton_status = _triton_route.enable(spec.CHIP, ops, _C._note_path, spec.TRITON_MODE)
+    _C._set_triton_status(triton_status)
 
 
 def _autoload():

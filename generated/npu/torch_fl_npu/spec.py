@@ -65,5 +65,54 @@ VENDOR_OPS = {
 # aten op -> fallback chain, for ops the spec names without a kernel
 ROUTED_OPS = {
 }
+# aten op -> its own chain, for every op the spec names (a vendor op's chain
+# applies when the vendor library turns out to lack its kernel)
+OP_CHAINS = {
+    'add.Tensor': (),
+    'add_.Tensor': (),
+    'sub.Tensor': (),
+    'sub_.Tensor': (),
+    'mul.Tensor': (),
+    'mul_.Tensor': (),
+    'div.Tensor': (),
+    'div_.Tensor': (),
+    'add.out': (),
+    'sub.out': (),
+    'mul.out': (),
+    'div.out': (),
+    'relu': (),
+    'relu_': (),
+    'threshold_backward': (),
+    'mm': (),
+    'addmm': (),
+    'convolution': (),
+    'convolution_backward': (),
+    'max_pool2d_with_indices': (),
+    'max_pool2d_with_indices_backward': (),
+    '_adaptive_avg_pool2d': (),
+    '_adaptive_avg_pool2d_backward': (),
+    'native_batch_norm': (),
+    'native_batch_norm_backward': (),
+    '_log_softmax': (),
+    '_log_softmax_backward_data': (),
+    'nll_loss_forward': (),
+    'nll_loss_backward': (),
+    'sum.dim_IntList': (),
+    'mean.dim': (),
+    'fill_.Scalar': (),
+    'zero_': (),
+    'copy_': (),
+    'cat': (),
+    'normal_': (),
+    'uniform_': (),
+    'random_': (),
+    'random_.from': (),
+    'random_.to': (),
+    'randperm.generator_out': (),
+}
+# Ops served by the shared Triton kernels (when Triton is available), and how Triton runs here
+TRITON_OPS = (
+)
+TRITON_MODE = 'compile'
 DEFAULT_FALLBACK = ('cpu',)
 FALLBACK_WARN = 'once'

@@ -1,4 +1,5 @@
 #include <torch_fl/driver.h>
+#include <torch_fl/fallback.h>
 
 #include <dlfcn.h>
 
@@ -123,6 +124,11 @@ void Driver::ensure_loaded() {
            description.generator_version + "+driver" + decode_version(version) +
            " (or point " + (description.home_env.empty() ? std::string("the loader") : description.home_env) +
            " at a driver " + description.built_version + " installation)");
+  }
+  try {
+    verify_required_kernels();  // a `require: vendor` kernel missing from the library
+  } catch (const c10::Error& error) {
+    failed(error.what_without_backtrace());
   }
   loaded_ = true;
 }

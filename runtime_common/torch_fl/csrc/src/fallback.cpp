@@ -67,6 +67,8 @@ const char* path_name(FallbackPath path) {
   switch (path) {
     case FallbackPath::vendor:
       return "vendor";
+    case FallbackPath::triton:
+      return "triton";
     case FallbackPath::cpu:
       return "cpu";
   }
@@ -76,6 +78,43 @@ const char* path_name(FallbackPath path) {
 void configure_fallback(FallbackPolicy policy) { policy_storage() = std::move(policy); }
 
 const FallbackPolicy& fallback_policy() { return policy_storage(); }
+
+namespace {
+
+struct MissingKernel {
+  std::string op, kernel;
+  int line;
+  bool required;
+};
+
+std::vector<MissingKernel>& missing_kernels() {
+  static auto* missing = new std::vector<MissingKernel>();
+  return *missing;
+}
+
+}  // namespace
+
+void note_missing_kernel(const char* op, const char* kernel, int line, bool required) {
+  missing_kernels().push_back({op, kernel, line, required});
+}
+
+std::vector<std::string> missing_kernel_ops() {
+  std::vector<std::string> ops;
+  for (const auto& m : missing_kernels()) ops.push_back(m.op);
+  return ops;
+}
+
+void verify_required_kernels() {
+  const auto& policy = fallback_policy();
+  std::ostringstream errors;
+  int count = 0;
+  for (const auto& m : missing_kernels()) {
+    if (!m.required) continue;
+    errors << (count++ ? "; " : "") << "aten::" << m.op << " requires the vendor kernel '" << m.kernel << "' ("
+           << policy.spec << ":" << m.line << ": require: vendor), but the vendor kernel library lacks it";
+  }
+  TORCH_CHECK(count == 0, "chip '", policy.chip, "' cannot initialise: ", errors.str());
+}
 
 PathCounter::PathCounter(const char* op, FallbackPath path) : op_(op), path_(path) {
   std::lock_guard<std::mutex> lock(counters_mutex());
@@ -102,6 +141,15 @@ void reset_fallback_stats() {
   for (PathCounter* counter : path_counters()) counter->reset();
 }
 
+namespace {
+std::string& triton_status() {
+  static auto* status = new std::string("not enabled");
+  return *status;
+}
+}  // namespace
+
+void set_triton_status(std::string status) { triton_status() = std::move(status); }
+
 void set_strict(bool value) { strict_flag.store(value ? 1 : 0); }
 
 bool strict() {
@@ -123,6 +171,9 @@ void boxed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   if (!contains(chain, "cpu")) {
     std::ostringstream hint;
+    if (contains(chain, "triton")) {
+      hint << "no Triton kernel serves it (torch_fl.triton_ops: " << triton_status() << "), and ";
+    }
     if (named) {
       hint << policy.spec << ":" << route->second.line << " routes it to " << chain_text(chain)
            << "; give it a kernel or allow the CPU there: `" << key << ": {fallback: [cpu]}`";

@@ -108,6 +108,12 @@ void bind_backend(py::module_& m) {
   });
 
   m.def("fallback_stats", [] { return fallback_stats(); });
+  m.def("_note_path", [](const std::string& op, const std::string& path) {
+    TORCH_CHECK(path == "triton" || path == "cpu", "unknown path ", path);
+    note_fallback(op, path == "triton" ? FallbackPath::triton : FallbackPath::cpu);
+  });
+  m.def("_missing_kernel_ops", [] { return missing_kernel_ops(); });
+  m.def("_set_triton_status", [](const std::string& status) { set_triton_status(status); });
   m.def("reset_fallback_stats", [] { reset_fallback_stats(); });
   m.def("set_strict_fallback", [](bool value) { set_strict(value); });
   m.def("strict_fallback", [] { return strict(); });

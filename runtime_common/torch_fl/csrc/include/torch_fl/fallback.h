@@ -14,7 +14,7 @@
 
 namespace torch_fl {
 
-enum class FallbackPath { vendor, cpu };
+enum class FallbackPath { vendor, triton, cpu };
 const char* path_name(FallbackPath path);
 
 struct FallbackPolicy {
@@ -31,6 +31,13 @@ struct FallbackPolicy {
 };
 
 void configure_fallback(FallbackPolicy policy);
+
+// A kernel the spec names but the vendor library lacks (its weak reference is
+// null at load): the op takes its fallback chain, or, with `require: vendor`,
+// the chip refuses to initialise (verify_required_kernels).
+void note_missing_kernel(const char* op, const char* kernel, int line, bool required);
+std::vector<std::string> missing_kernel_ops();
+void verify_required_kernels();
 const FallbackPolicy& fallback_policy();
 
 // A per-op counter for the vendor path, registered once and bumped per call:
@@ -56,6 +63,9 @@ void note_fallback(const std::string& op, FallbackPath path);
 // op -> path -> calls, vendor and fallback together.
 std::map<std::string, std::map<std::string, int64_t>> fallback_stats();
 void reset_fallback_stats();
+
+// What the triton step can do in this process, for error messages.
+void set_triton_status(std::string status);
 
 void set_strict(bool strict);
 bool strict();

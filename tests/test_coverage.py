@@ -1,0 +1,86 @@
+"""torch_fl.coverage and `torchfl-gen coverage`: a workload's aten ops and their path on the npu.
+
+Uses the installed npu backend (torchfl-gen build specs/npu.yaml); each check runs in its own
+interpreter, like the other end-to-end tests.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from e2e_helpers import ROOT, last_json_line, run_python
+
+TINY = """
+import torch
+model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                            torch.nn.Linear(8, 3)).to("npu")
+x = torch.randn(2, 1, 4, 4, device="npu")
+"""
+
+
+def test_trace_model_and_trace():
+    proc = run_python(TINY + """
+import json, torch_fl.coverage as cov
+step = cov.trace_model(model, x)
+cum = cov.trace(torch.cumsum, x, 0)
+print(json.dumps({"step": step.as_dict(), "cum": cum.as_dict(), "table": step.table()}))
+""", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    data = last_json_line(proc.stdout)
+    step = {row["op"]: row for row in data["step"]["ops"]}
+    for op in ("convolution", "convolution_backward", "addmm", "relu", "threshold_backward"):
+        assert step[op]["path"] == "vendor", step[op]
+        assert step[op]["calls"] >= 1
+    assert step["convolution"]["backend"] == {"convolution": {"vendor": 1}}
+    assert data["step"]["chip"] == "npu"
+    cum = {row["op"]: row for row in data["cum"]["ops"]}
+    assert cum["cumsum"]["path"] == "cpu" and "cpu" in cum["cumsum"]["backend"]["cumsum.out"]
+    order = [row["path"] for row in data["step"]["ops"]]
+    rank = {"cpu": 0, "triton": 1, "vendor": 2, "composite": 3}
+    assert order == sorted(order, key=rank.__getitem__)  # CPU fallbacks first
+
+
+def coverage_cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "torchfl_gen", "coverage", "specs/npu.yaml", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_cli_on_a_script(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(TINY) + textwrap.dedent("""
+        import sys
+        steps = int(sys.argv[sys.argv.index("--steps") + 1])
+        for _ in range(steps):
+            model(x).sum().backward()
+            torch.cumsum(x, 1)
+        print("trained", steps)
+    """), encoding="utf-8")
+    table = coverage_cli("--script", str(script), "--", "--steps", "2")
+    assert table.returncode == 0, table.stderr
+    assert "trained 2" in table.stdout
+    lines = [line.split() for line in table.stdout.splitlines()]
+    rows = {cols[0]: cols for cols in lines if cols and cols[0] in ("cumsum", "convolution", "addmm")}
+    assert rows["cumsum"][1:4] == ["2", "cpu", "cpu"]       # op, calls, path, declared
+    assert rows["convolution"][1:4] == ["2", "vendor", "vendor"]
+    assert rows["addmm"][2] == "vendor"
+    header = next(i for i, cols in enumerate(lines) if cols[:2] == ["aten", "op"])
+    first = lines[header + 2]
+    assert first[0] == "cumsum"  # sorted CPU first
+
+    as_json = coverage_cli("--script", str(script), "--json", "--", "--steps", "1")
+    assert as_json.returncode == 0, as_json.stderr
+    data = json.loads(as_json.stdout[as_json.stdout.index("{"):])
+    ops = {row["op"]: row for row in data["ops"]}
+    assert ops["convolution"]["path"] == "vendor" and ops["convolution"]["declared"] == "vendor"
+    assert ops["cumsum"]["path"] == "cpu" and data["summary"]["cpu"] >= 1
+
+
+def test_cli_failing_script(tmp_path):
+    script = tmp_path / "bad.py"
+    script.write_text("import torch\ntorch.ones(2, device='npu').relu()\nraise ValueError('nope')\n", encoding="utf-8")
+    proc = coverage_cli("--script", str(script))
+    assert proc.returncode == 6
+    assert "ValueError: nope" in proc.stderr
+    assert "relu" in proc.stdout  # what ran before the failure is still reported

@@ -1,0 +1,132 @@
+"""Each step of the fallback chain, on a real build (issue: op coverage).
+
+A variant of the npu spec whose vendor header declares kernels its library does
+not define (as when headers are newer than the installed library): their weak
+references resolve to null at load, so the ops take their chains.
+  - mm                      -> vendor (present)
+  - relu_   kernel missing, chain [triton, cpu] -> triton
+  - exp     kernel missing, chain [cpu]         -> cpu
+  - cumsum  kernel missing, no chain            -> located error
+  - a second build with `require: vendor` on a missing kernel fails at init.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from e2e_helpers import ROOT, run_python, torchfl_gen
+
+MISSING = {  # op -> (kernel name, chain line)
+    "relu_": ("fancy_relu_", "fallback: [triton, cpu]"),
+    "exp": ("missing_exp", "fallback: [cpu]"),
+    "cumsum": ("missing_cumsum", None),
+}
+
+
+def variant_spec(root, chip: str, extra_ops: str) -> str:
+    """The npu spec renamed to `chip`, with an extra vendor header and ops."""
+    from torchfl_gen import torch_ops
+
+    header = root / "include" / "extra" / "missing_kernels.h"
+    header.parent.mkdir(parents=True, exist_ok=True)
+    decls = []
+    for op, (kernel, _) in MISSING.items():
+        sig = torch_ops.signature(op)
+        args = ", ".join(["simnpuStream_t stream"] + [f"{a.cpp_type} {a.name}" for a in sig.arguments])
+        decls.append(f"{sig.returns} {kernel}({args});")
+    decls.append("at::Tensor missing_tanh(simnpuStream_t stream, const at::Tensor & self);")
+    header.write_text("#pragma once\n#include <simnpu/simnpu_kernels.h>\n"
+                      "// Declared by a newer SDK header; this library build lacks them.\n"
+                      "namespace simnpu::ops {\n" + "\n".join(decls) + "\n}\n")
+    text = (ROOT / "specs" / "npu.yaml").read_text()
+    sdk = ROOT / "simnpu"
+    replacements = {
+        "name: npu\n": f"name: {chip}\n",
+        "search_paths: [../simnpu/build/lib]": f"search_paths: [{sdk / 'build' / 'lib'}]",
+        "headers: [simnpu/simnpu_kernels.h]": "headers: [simnpu/simnpu_kernels.h, extra/missing_kernels.h]",
+        "include_dirs: [../simnpu/include]": f"include_dirs: [{sdk / 'include'}, include]",
+        "library_dirs: [../simnpu/build/lib]": f"library_dirs: [{sdk / 'build' / 'lib'}]",
+        "  relu_: {kernel: relu_}\n": "",
+        "  default: [cpu]": "  default: [cpu]\n  triton: interpret",
+    }
+    for old, new in replacements.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    text = text.replace("  copy_: {kernel: copy_}\n", "  copy_: {kernel: copy_}\n" + extra_ops)
+    return text
+
+
+def build_variant(root, chip: str, extra_ops: str):
+    spec = root / f"{chip}.yaml"
+    spec.write_text(variant_spec(root, chip, extra_ops))
+    result = torchfl_gen("build", str(spec), "--output", str(root / "pkg"), "--no-install")
+    assert result.returncode == 0, result.stderr
+    site = root / "site"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
+                          result.stdout.strip().splitlines()[-1]], capture_output=True, text=True)
+    assert pip.returncode == 0, pip.stderr
+    return root
+
+
+def run_chip(root, chip: str, code: str) -> subprocess.CompletedProcess:
+    return run_python(f"""
+        import json, torch, torch_fl_{chip} as backend
+        backend._register()
+        C = backend._C
+        {code}
+    """, env={"PYTHONPATH": str(root / "site"), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+
+
+CHAIN_OPS = "".join(f"  {op}: {{kernel: {kernel}{', ' + chain if chain else ''}}}\n"
+                    for op, (kernel, chain) in MISSING.items())
+
+
+@pytest.fixture(scope="session")
+def chains_backend(tmp_path_factory):
+    return build_variant(tmp_path_factory.mktemp("chains"), "npuchains", CHAIN_OPS)
+
+
+def test_chain_steps_observed(chains_backend):
+    proc = run_chip(chains_backend, "npuchains", """
+        dev = "npuchains"
+        C.reset_fallback_stats()
+        a = torch.randn(4, 4)
+        b = torch.randn(4, 4)
+        out = {}
+        out["mm"] = torch.allclose(torch.mm(a.to(dev), b.to(dev)).cpu(), a @ b, atol=1e-6)
+        out["relu_"] = torch.equal(a.to(dev).relu_().cpu(), a.relu())
+        out["exp"] = torch.allclose(torch.exp(a.to(dev)).cpu(), a.exp())
+        try:
+            torch.cumsum(a.to(dev), 0)
+            out["cumsum"] = "no error"
+        except NotImplementedError as e:
+            out["cumsum"] = str(e).splitlines()[0]
+        out["stats"] = C.fallback_stats()
+        out["missing"] = sorted(C._missing_kernel_ops())
+        out["triton"] = backend.triton_status
+        print(json.dumps(out))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    r = __import__("json").loads(proc.stdout.strip().splitlines()[-1])
+    assert r["missing"] == ["cumsum", "exp", "relu_"]
+    assert r["mm"] and r["relu_"] and r["exp"]
+    stats = r["stats"]
+    assert stats["mm"] == {"vendor": 1}
+    assert stats["relu_"] == {"triton": 1}, r["triton"]
+    assert stats["exp"] == {"cpu": 1}
+    assert "cumsum" not in stats
+    assert r["cumsum"].startswith("aten::cumsum is not supported on chip 'npuchains'")
+    assert "npuchains.yaml:" in r["cumsum"]
+
+
+def test_require_vendor_fails_at_init(tmp_path_factory):
+    root = build_variant(tmp_path_factory.mktemp("required"), "npurequired",
+                         "  tanh: {kernel: missing_tanh, require: vendor}\n")
+    proc = run_chip(root, "npurequired", "torch.ones(1, device='npurequired')")
+    assert proc.returncode != 0
+    error = proc.stderr.strip().splitlines()[-1]
+    assert "chip 'npurequired' cannot initialise" in error
+    assert "aten::tanh requires the vendor kernel 'missing_tanh'" in error
+    assert "npurequired.yaml:" in error and "require: vendor" in error

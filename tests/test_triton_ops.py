@@ -1,0 +1,679 @@
+"""torch_fl.triton_ops: every SUPPORTED_OPS kernel against the CPU aten op.
+
+Kernels run under Triton's interpreter (TRITON_INTERPRET=1 must be set before
+triton is imported), on CPU tensors and, for a subset, on `npu` tensors.
+"""
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import math  # noqa: E402
+import warnings  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import torch_fl.triton_ops as tops  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not tops.available(), reason="triton not installed")
+
+F32, F64, F16, BF16 = torch.float32, torch.float64, torch.float16, torch.bfloat16
+I32, I64, BOOL = torch.int32, torch.int64, torch.bool
+TOL = {F32: (1.3e-6, 1e-5), F64: (1e-7, 1e-7), F16: (1e-3, 1e-3), BF16: (1.6e-2, 1e-2)}
+EXERCISED: set = set()
+
+
+def _aten(name):
+    base, _, ov = name.partition(".")
+    return getattr(getattr(torch.ops.aten, base), ov or "default")
+
+
+def _out_arg(name):
+    return [a.name for a in _aten(name)._schema.arguments if a.kwarg_only and a.alias_info is not None
+            and a.alias_info.is_write]
+
+
+def _g(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def rnd(*shape, dtype=F32, lo=-2.0, hi=2.0, seed=0):
+    if dtype == BOOL:
+        return torch.rand(shape, generator=_g(seed)) > 0.5
+    if dtype in (I32, I64, torch.int8, torch.uint8, torch.int16):
+        return torch.randint(int(lo), int(hi) + 1, shape, generator=_g(seed)).to(dtype)
+    return (torch.rand(shape, generator=_g(seed), dtype=F64) * (hi - lo) + lo).to(dtype)
+
+
+def layouts(dtype=F32, lo=-2.0, hi=2.0):
+    """contiguous, transposed, expanded (stride 0), 0-dim."""
+    return [rnd(3, 5, dtype=dtype, lo=lo, hi=hi), rnd(5, 3, dtype=dtype, lo=lo, hi=hi, seed=1).t(),
+            rnd(1, 5, dtype=dtype, lo=lo, hi=hi, seed=2).expand(3, 5), rnd(dtype=dtype, lo=lo, hi=hi, seed=3)]
+
+
+def _move(v, device):
+    if isinstance(v, torch.Tensor):
+        if device == "cpu" or v.dim() == 0:
+            return v.clone() if device == "cpu" else v.clone()
+        if 0 in v.stride() and v.numel() > 1:
+            return v.contiguous().to(device)
+        # keep the layout: allocate the same strides on the device
+        d = torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=device)
+        d.copy_(v)
+        return d
+    if isinstance(v, (list, tuple)):
+        return type(v)(_move(x, device) for x in v)
+    return v
+
+
+def _clone(v):
+    if isinstance(v, torch.Tensor):
+        return v.clone()
+    if isinstance(v, (list, tuple)):
+        return type(v)(_clone(x) for x in v)
+    return v
+
+
+def _close(got, ref, tol=None, device="cpu"):
+    if isinstance(ref, (tuple, list)):
+        assert len(got) == len(ref)
+        for g, r in zip(got, ref):
+            if r is None:
+                assert g is None
+            else:
+                _close(g, r, tol, device)
+        return
+    assert isinstance(got, torch.Tensor)
+    assert got.device.type == device, (got.device, device)
+    assert got.dtype == ref.dtype, (got.dtype, ref.dtype)
+    assert tuple(got.shape) == tuple(ref.shape), (got.shape, ref.shape)
+    g = got.cpu()
+    if ref.dtype in TOL:
+        rtol, atol = TOL[ref.dtype]
+        if tol:
+            rtol, atol = max(rtol, tol[0]), max(atol, tol[1])
+        torch.testing.assert_close(g, ref, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        assert torch.equal(g, ref), (g, ref)
+
+
+def check(name, args, kwargs=None, *, ref_name=None, tol=None, device="cpu", variants=True):
+    """Compare kernel_for(name) with aten (ref_name or name); for a functional name also
+    run its in-place (if the result keeps self's dtype/shape) and out= variants."""
+    kwargs = kwargs or {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ref = _aten(ref_name or name)(*_clone(args), **_clone(kwargs))
+        except RuntimeError:
+            # aten rejects a Python scalar for this Tensor argument (the dispatcher never
+            # passes one there either)
+            if any(isinstance(a, (int, float)) for a in args[1:]):
+                return
+            raise
+    if name in tops.SUPPORTED_OPS:
+        got = tops.kernel_for(name)(*_move(args, device), **_move(kwargs, device))
+        _close(got, ref, tol, device)
+        EXERCISED.add(name)
+    if not variants:
+        return
+    base, _, ov = (ref_name or name).partition(".")
+    for vname in VARIANTS.get(ref_name or name, ()):
+        if vname.split(".")[0].endswith("_"):
+            s = args[0]
+            if not (isinstance(ref, torch.Tensor) and ref.dtype == s.dtype and ref.shape == s.shape):
+                continue
+            if 0 in s.stride() and s.numel() > 1:
+                continue
+            a = _move(args, device)
+            got = tops.kernel_for(vname)(*a, **_move(kwargs, device))
+            assert got is a[0]
+            _close(got, ref, tol, device)
+        else:
+            outs = _out_arg(vname)
+            refs = ref if isinstance(ref, tuple) else (ref,)
+            ob = {o: torch.empty(r.shape if i else (0,), dtype=r.dtype, device=device)
+                  for i, (o, r) in enumerate(zip(outs, refs))}
+            got = tops.kernel_for(vname)(*_move(args, device), **_move(kwargs, device), **ob)
+            assert got is ob[outs[0]]
+            _close(got, refs[0], tol, device)
+        EXERCISED.add(vname)
+
+
+def _variants():
+    """functional aten name -> its in-place / out variants in SUPPORTED_OPS."""
+    out = {}
+    sig = {}
+    for n in tops.SUPPORTED_OPS:
+        s = _aten(n)._schema
+        key_args = tuple((a.name, str(a.type)) for a in s.arguments
+                         if not (a.kwarg_only and a.alias_info is not None))
+        sig[n] = (n.split(".")[0].rstrip("_"), key_args)
+    funcs = {}
+    for base in {b for b, _ in sig.values()}:
+        pk = getattr(torch.ops.aten, base)
+        for ov in pk.overloads():
+            s = getattr(pk, ov)._schema
+            if any(a.alias_info is not None and a.alias_info.is_write for a in s.arguments):
+                continue
+            if s.name.endswith("_"):
+                continue
+            funcs[(base, tuple((a.name, str(a.type)) for a in s.arguments))] = base + ("" if ov == "default" else "." + ov)
+    for n, k in sig.items():
+        f = funcs.get(k)
+        if f and f != n:
+            out.setdefault(f, []).append(n)
+    return out
+
+
+VARIANTS = _variants()
+
+# ------------------------------------------------------------------ pointwise
+FLOAT_UNARY = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan",
+               "tanh", "sigmoid", "erf", "reciprocal"]
+POSITIVE = {"log", "log2", "log10", "sqrt", "rsqrt", "log1p"}
+SAME_UNARY = ["floor", "ceil", "round", "trunc", "neg", "sign", "relu", "abs", "gelu", "silu"]
+
+
+@pytest.mark.parametrize("op", FLOAT_UNARY + SAME_UNARY)
+def test_unary(op):
+    lo, hi = (0.05, 3.0) if op in POSITIVE else (-1.4, 1.4) if op == "tan" else (-3.0, 3.0)
+    for dt in (F32, F64, F16, BF16):
+        for x in layouts(dt, lo, hi) if dt == F32 else layouts(dt, lo, hi)[:2]:
+            check(op, (x,))
+    if op in ("round", "floor", "ceil", "trunc"):
+        check(op, (torch.tensor([0.5, 1.5, 2.5, -0.5, -1.5, -2.49, 2.51, 1e8 + 1]),))
+    if op not in ("gelu", "silu"):
+        for dt in (I32, I64):
+            if op in POSITIVE:
+                check(op, (rnd(3, 4, dtype=dt, lo=1, hi=9),))
+            else:
+                check(op, (rnd(3, 4, dtype=dt, lo=-5, hi=5),))
+    if op == "gelu":
+        for x in layouts():
+            check(op, (x,), {"approximate": "tanh"})
+    if op in ("exp", "sigmoid", "tanh", "expm1", "log1p"):
+        check(op, (torch.tensor([1e-7, -1e-7, 50.0, -50.0, 100.0, -100.0, 0.0]),))
+
+
+def test_logical_bitwise_not():
+    for x in layouts(BOOL) + [rnd(3, 4, dtype=F32), rnd(3, 4, dtype=I64, lo=-3, hi=3)]:
+        check("logical_not", (x,))
+    for x in layouts(BOOL) + [rnd(3, 4, dtype=I32, lo=-9, hi=9), rnd(3, 4, dtype=I64, lo=-9, hi=9)]:
+        check("bitwise_not", (x,))
+
+
+def _pairs(dt=F32, lo=-3.0, hi=3.0):
+    a, at, ae, a0 = layouts(dt, lo, hi)
+    b = rnd(3, 5, dtype=dt, lo=lo, hi=hi, seed=7)
+    return [(a, b), (at, b), (a, ae), (a, rnd(5, dtype=dt, lo=lo, hi=hi, seed=8)), (a, a0), (a0, a)]
+
+
+BINARY = ["add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "maximum", "minimum", "fmod.Tensor",
+          "remainder.Tensor", "atan2", "pow.Tensor_Tensor"]
+
+
+@pytest.mark.parametrize("op", BINARY)
+def test_binary(op):
+    lo, hi = (0.2, 2.0) if op == "pow.Tensor_Tensor" else (-3.0, 3.0)
+    for a, b in _pairs(F32, lo, hi):
+        if op in ("fmod.Tensor", "remainder.Tensor", "div.Tensor"):
+            b = torch.where(b.abs() < 0.1, torch.full_like(b, 0.5), b)
+        check(op, (a, b))
+    for dt in (F64, F16, BF16):
+        a, b = rnd(3, 5, dtype=dt, lo=lo, hi=hi), rnd(3, 5, dtype=dt, lo=0.5, hi=hi, seed=1)
+        check(op, (a, b))
+    if op != "atan2":
+        for dt in (I32, I64):
+            a = rnd(3, 5, dtype=dt, lo=-9 if op != "pow.Tensor_Tensor" else 0, hi=9)
+            b = rnd(3, 5, dtype=dt, lo=1, hi=4, seed=1)
+            check(op, (a, b))
+            check(op, (a, -b if op != "pow.Tensor_Tensor" else b))
+    # promotion with wrapped Python scalars and mixed dtypes
+    x = rnd(3, 5, lo=lo, hi=hi)
+    check(op, (x, 2.5 if op != "pow.Tensor_Tensor" else 1.5), ref_name=None, variants=False)
+    check(op, (rnd(3, 5, dtype=I64, lo=1, hi=5), 2.5), variants=False)
+    check(op, (rnd(3, 5, dtype=I32, lo=1, hi=5), rnd(3, 5, dtype=F16, lo=1, hi=2)), variants=False)
+    check(op, (x, torch.tensor(1.5, dtype=F64)), variants=False)
+    if op in ("add.Tensor", "sub.Tensor"):
+        check(op, (x, rnd(3, 5, seed=3)), {"alpha": 0.3})
+        check(op, (rnd(3, 5, dtype=I64, lo=-5, hi=5), rnd(3, 5, dtype=I64, seed=3, lo=-5, hi=5)), {"alpha": 3})
+        check(op, (rnd(3, 5, dtype=BF16), rnd(3, 5, dtype=BF16, seed=3)), {"alpha": 2})
+    if op == "add.Tensor":
+        check(op, (rnd(3, 5, dtype=BOOL), rnd(3, 5, dtype=BOOL, seed=4)))
+    if op in ("maximum", "minimum"):
+        check(op, (torch.tensor([1.0, math.nan, 2.0]), torch.tensor([math.nan, 1.0, 3.0])))
+
+
+def test_div_modes():
+    a, b = rnd(3, 5, lo=-5, hi=5), rnd(3, 5, lo=0.3, hi=2, seed=1)
+    for mode in ("trunc", "floor", None):
+        for x, y in ((a, b), (a.t().contiguous().t(), -b), (a, b[0])):
+            check("div.Tensor_mode", (x, y), {"rounding_mode": mode})
+        ia, ib = rnd(3, 5, dtype=I64, lo=-9, hi=9), rnd(3, 5, dtype=I64, lo=1, hi=4, seed=1)
+        check("div.Tensor_mode", (ia, ib), {"rounding_mode": mode})
+        check("div.Tensor_mode", (ia, -ib), {"rounding_mode": mode})
+        check("div.Tensor_mode", (rnd(3, 5, dtype=F64, lo=-5, hi=5), b.double()), {"rounding_mode": mode})
+    check("div.Tensor", (rnd(3, 5, dtype=I32, lo=-9, hi=9), rnd(3, 5, dtype=I32, lo=1, hi=4, seed=1)))
+
+
+def test_pow_scalar_variants():
+    x = rnd(3, 5, lo=0.2, hi=2.0)
+    for e in (2, 3, 0.5, -0.5, -1, -2, 1, 0, 2.7, -1.3):
+        check("pow.Tensor_Scalar", (x, e))
+        check("pow.Tensor_Scalar", (x.t(), e))
+    check("pow.Tensor_Scalar", (rnd(3, 5, lo=-2, hi=2), 3))
+    check("pow.Tensor_Scalar", (rnd(3, 5, dtype=I64, lo=-3, hi=3), 3))
+    check("pow.Tensor_Scalar", (rnd(3, 5, dtype=I64, lo=-3, hi=3), 2.5))
+    check("pow.Tensor_Scalar", (rnd(3, 5, dtype=BF16, lo=0.2, hi=2), 2.5))
+    check("pow.Tensor_Tensor", (rnd(3, 5, lo=-2, hi=2), torch.tensor([1.0, 2.0, 3.0, -1.0, 0.0])))
+    check("pow.Scalar", (2.0, rnd(3, 5, lo=-2, hi=2)))
+    check("pow.Scalar", (3, rnd(3, 5, dtype=I64, lo=0, hi=5)))
+
+
+@pytest.mark.parametrize("op", ["eq", "ne", "lt", "le", "gt", "ge"])
+def test_comparisons(op):
+    for a, b in _pairs(F32, -2, 2) + [(rnd(3, 5, dtype=I64, lo=-2, hi=2), rnd(3, 5, dtype=I64, lo=-2, hi=2, seed=1))]:
+        b = torch.where(torch.rand(b.shape, generator=_g(5)) > 0.5, a.expand(b.shape) if a.dim() else b, b) \
+            if a.shape == b.shape else b
+        check(op + ".Tensor", (a, b))
+    for dt in (F16, BF16, F64, I32, BOOL):
+        check(op + ".Tensor", (rnd(3, 5, dtype=dt, lo=-2, hi=2), rnd(3, 5, dtype=dt, lo=-2, hi=2, seed=1)))
+    check(op + ".Tensor", (rnd(3, 5, dtype=I64, lo=-2, hi=2), rnd(3, 5, lo=-2, hi=2, seed=1)))
+    for s in (0, 0.5, -1):
+        check(op + ".Scalar", (rnd(3, 5, lo=-2, hi=2), s))
+        check(op + ".Scalar", (rnd(3, 5, dtype=I64, lo=-2, hi=2), s))
+    check(op + ".Scalar", (rnd(3, 5, lo=-2, hi=2).t(), 0.25))
+    check(op + ".Tensor", (torch.tensor([math.nan, 1.0]), torch.tensor([math.nan, 1.0])))
+
+
+def test_inplace_comparisons_keep_self_dtype():
+    """eq_/lt_/... store the bool result in self's dtype."""
+    for op in ("eq", "ne", "lt", "le", "gt", "ge"):
+        for ov, other in (("Tensor", rnd(5, seed=1)), ("Scalar", 0.25)):
+            x = rnd(3, 5)
+            ref = _aten(f"{op}.{ov}")(x, other).to(x.dtype)
+            y = x.t().contiguous().t()
+            got = tops.kernel_for(f"{op}_.{ov}")(y, other)
+            assert got is y and torch.equal(got, ref)
+            EXERCISED.add(f"{op}_.{ov}")
+
+
+@pytest.mark.parametrize("op", ["logical_and", "logical_or", "logical_xor", "bitwise_and.Tensor",
+                                "bitwise_or.Tensor", "bitwise_xor.Tensor"])
+def test_logical_bitwise(op):
+    dts = (BOOL, I32, I64) if op.startswith("bitwise") else (BOOL, F32, I64)
+    for dt in dts:
+        for a, b in _pairs(dt, -5, 5)[:5]:
+            check(op, (a, b))
+    if op.startswith("logical"):
+        check(op, (rnd(3, 5, dtype=F32), rnd(3, 5, dtype=I32, lo=0, hi=1)))
+
+
+def test_backward_pointwise():
+    g = rnd(3, 5, seed=9)
+    for x in layouts():
+        check("threshold_backward", (g, x, 0.0))
+        check("threshold_backward", (g, x, 0.5))
+        y = torch.sigmoid(x)
+        check("sigmoid_backward", (g, y))
+        check("tanh_backward", (g, torch.tanh(x)))
+        check("gelu_backward", (g, x))
+        check("gelu_backward", (g, x), {"approximate": "tanh"})
+        check("silu_backward", (g, x), variants=True)
+    for dt in (BF16, F16, F64):
+        g2, x2 = rnd(3, 5, dtype=dt, seed=9), rnd(3, 5, dtype=dt)
+        check("threshold_backward", (g2, x2, 0.0))
+        check("gelu_backward", (g2, x2))
+        check("silu_backward", (g2, x2))
+        check("sigmoid_backward", (g2, x2))
+        check("tanh_backward", (g2, x2))
+
+
+def test_where_masked_fill():
+    a, at, ae, a0 = layouts()
+    c = rnd(3, 5, dtype=BOOL, seed=4)
+    for x, y in ((a, at), (ae, a0), (a, 2.5), (rnd(3, 5, dtype=I64, lo=-5, hi=5), at)):
+        check("where.self", (c, x, y))
+    check("where.self", (c[0], a, at))
+    check("where.self", (c, rnd(3, 5, dtype=BF16), rnd(3, 5, dtype=BF16, seed=1)))
+    for x in (a, at, rnd(3, 5, dtype=I64, lo=-5, hi=5), rnd(3, 5, dtype=BF16)):
+        for m in (c, c[0], rnd(dtype=BOOL)):
+            check("masked_fill.Scalar", (x, m, -1.5 if x.is_floating_point() else 7))
+            check("masked_fill.Tensor", (x, m, torch.tensor(3.0 if x.is_floating_point() else 3)))
+
+
+def test_clamp_family():
+    x, xt, xe, x0 = layouts(lo=-3, hi=3)
+    for t in (x, xt, xe, x0):
+        check("clamp", (t, -1.0, 1.5))
+        check("clamp", (t, None, 0.5))
+        check("clamp", (t, -0.5))
+        check("clamp_min", (t, 0.2))
+        check("clamp_max", (t, -0.2))
+        lo, hi = rnd(3, 5, seed=5, lo=-2, hi=0), rnd(5, seed=6, lo=0, hi=2)
+        check("clamp.Tensor", (t, lo, hi))
+        check("clamp.Tensor", (t, lo))
+        check("clamp.Tensor", (t, None, hi))
+        check("clamp_min.Tensor", (t, lo))
+        check("clamp_max.Tensor", (t, hi))
+    i = rnd(3, 5, dtype=I64, lo=-9, hi=9)
+    check("clamp", (i, -3, 4))
+    check("clamp", (i, -2.5, 4.5))
+    check("clamp_min", (i, 2))
+    check("clamp", (torch.tensor([math.nan, 1.0, -5.0]), -1.0, 1.0))
+    check("clamp", (rnd(3, 5, dtype=BF16), -0.5, 0.5))
+
+
+def test_lerp_addcmul_addcdiv():
+    a, at, ae, a0 = layouts()
+    e = rnd(3, 5, seed=5)
+    for s in (a, at, ae, a0):
+        check("lerp.Scalar", (s, e, 0.3))
+        check("lerp.Scalar", (s, e, 0.8))
+        check("lerp.Tensor", (s, e, rnd(3, 5, seed=6, lo=0, hi=1)))
+        check("addcmul", (s, e, at), {"value": 0.5})
+        check("addcdiv", (s, e, at + 3.0), {"value": -2.0})
+        check("addcmul", (s, e, ae))
+    check("addcmul", (rnd(3, 5, dtype=I64, lo=-5, hi=5), rnd(3, 5, dtype=I64, lo=-5, hi=5), rnd(5, dtype=I64)),
+          {"value": 3})
+    for dt in (BF16, F16, F64):
+        s, e2, w = rnd(3, 5, dtype=dt), rnd(3, 5, dtype=dt, seed=1), rnd(3, 5, dtype=dt, seed=2, lo=1, hi=2)
+        check("lerp.Tensor", (s, e2, w - 1))
+        check("addcmul", (s, e2, w), {"value": 0.5})
+        check("addcdiv", (s, e2, w), {"value": 0.5})
+
+
+# ----------------------------------------------------------------- reductions
+RED_TOL = (1e-5, 1e-5)
+
+
+def _red_inputs(dt=F32):
+    return [rnd(3, 4, 5, dtype=dt), rnd(5, 4, 3, dtype=dt, seed=1).permute(2, 1, 0), rnd(4, dtype=dt, seed=2)
+            .expand(3, 4), rnd(dtype=dt, seed=3)]
+
+
+@pytest.mark.parametrize("op", ["sum.dim_IntList", "mean.dim", "amax", "amin", "var.correction", "std.correction",
+                                "linalg_vector_norm", "prod.dim_int", "argmax", "argmin"])
+def test_reductions(op):
+    dims_list = [[1], [0, 2], [-1], None, []] if op not in ("prod.dim_int", "argmax", "argmin") else [0, 1, -1]
+    for x in _red_inputs():
+        for d in dims_list:
+            if x.dim() == 0 and d not in (None, [], 0, -1, [-1]):
+                continue
+            if x.dim() == 2 and d in ([0, 2],):
+                continue
+            if op in ("amax", "amin") and d is None:
+                d = []
+            for keepdim in (False, True):
+                if op in ("sum.dim_IntList", "mean.dim"):
+                    check(op, (x, d, keepdim), tol=RED_TOL)
+                elif op in ("var.correction", "std.correction"):
+                    check(op, (x, d), {"keepdim": keepdim, "correction": 1 if keepdim else 0}, tol=RED_TOL)
+                elif op == "linalg_vector_norm":
+                    for o in ((2, 1, math.inf, -math.inf, 0, 3.0) if not keepdim else (2,)):
+                        check(op, (x, o, d, keepdim), tol=RED_TOL, variants=o == 2)
+                else:
+                    check(op, (x, d, keepdim), tol=RED_TOL)
+    for dt in (BF16, F16, F64):
+        x = rnd(3, 6, dtype=dt)
+        if op in ("sum.dim_IntList", "mean.dim"):
+            check(op, (x, [1]), tol=RED_TOL)
+            check(op, (x, [0]), {"dtype": F32}, tol=RED_TOL)
+        elif op in ("prod.dim_int", "argmax", "argmin"):
+            check(op, (x, 1), tol=(2e-2, 1e-2) if dt != F64 else RED_TOL)
+        elif op in ("var.correction", "std.correction"):
+            check(op, (x, [1]), tol=RED_TOL)
+        elif op == "linalg_vector_norm":
+            check(op, (x, 2, [1]), tol=RED_TOL)
+            check(op, (x, 2, [1]), {"dtype": F64}, tol=RED_TOL)
+        else:
+            check(op, (x, [1]))
+    if op in ("sum.dim_IntList", "prod.dim_int", "amax", "amin", "argmax", "argmin"):
+        for dt in (I32, I64, BOOL):
+            x = rnd(3, 6, dtype=dt, lo=-3, hi=3)
+            check(op, (x, 1) if op in ("prod.dim_int", "argmax", "argmin") else (x, [1]))
+    if op == "sum.dim_IntList":
+        check(op, (rnd(3, 6, dtype=I32), [1]), {"dtype": F64})
+        check(op, (torch.empty(0, 3), [0]))
+        check(op, (rnd(40, 300), [1]), tol=RED_TOL)  # multi-block rows
+    if op in ("argmax", "argmin", "amax", "amin"):
+        x = torch.tensor([[1.0, 3.0, 3.0, math.nan, 0.0], [2.0, 2.0, -1.0, -1.0, 5.0]])
+        check(op, (x, 1) if op.startswith("arg") else (x, [1]))
+        check(op, (rnd(3, 4, dtype=I64, lo=0, hi=1),))
+        check(op, (rnd(3, 4), None, True) if op.startswith("arg") else (rnd(3, 4), [], True))
+
+
+def test_prod_full_all_any():
+    for x in _red_inputs():
+        check("prod", (x * 0.5 + 1.0,), tol=RED_TOL)
+    check("prod", (rnd(3, 4, dtype=I32, lo=-2, hi=2),))
+    check("prod", (rnd(3, 4, dtype=F16, lo=0.5, hi=1.5),), {"dtype": F32}, tol=RED_TOL)
+    for op in ("all", "any"):
+        for dt in (BOOL, F32, I64, torch.uint8):
+            for x in [rnd(3, 4, dtype=dt, lo=0, hi=1), torch.ones(3, 4, dtype=dt), torch.zeros(3, 4, dtype=dt)]:
+                check(op, (x,))
+                check(op + ".dim", (x.t(), 0, True))
+            check(op + ".dim", (rnd(3, 4, dtype=dt, lo=0, hi=1), 1))
+        check(op, (torch.empty(0, dtype=BOOL),))
+
+
+def test_norm_overloads():
+    x = rnd(3, 4, 5)
+    check("norm.ScalarOpt_dim", (x, 2, [1]), tol=RED_TOL)
+    check("norm.ScalarOpt_dim", (x.permute(2, 0, 1), 1, [0, 2], True), tol=RED_TOL)
+    check("norm.ScalarOpt_dim", (x, None, [2]), tol=RED_TOL)
+
+
+# ------------------------------------------------------------------- softmax
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax(log):
+    name = "_log_softmax" if log else "_softmax"
+    bname = name + "_backward_data"
+    for x in _red_inputs():
+        for d in ([0, 1, 2, -1] if x.dim() == 3 else [0, -1]):
+            check(name, (x, d, False), tol=RED_TOL)
+            y = _aten(name)(x, d, False)
+            check(bname, (rnd(*x.shape, seed=4), y, d, F32), tol=RED_TOL)
+    check(name, (rnd(4, 1500), 1, False), tol=RED_TOL)  # several BLOCK_K chunks
+    for dt in (BF16, F16, F64):
+        x = rnd(3, 7, dtype=dt)
+        check(name, (x, 1, False))
+        if dt != F64:
+            check(name, (x, 1, True))
+        y = _aten(name)(x, 1, False)
+        check(bname, (rnd(3, 7, dtype=dt, seed=3), y, 1, dt))
+    check(name, (torch.tensor([[0.0, -math.inf, 1.0]]), 1, False))
+
+
+# ---------------------------------------------------------------- layer norm
+def test_layer_norm():
+    for x, shape in ((rnd(3, 4, 6), [6]), (rnd(6, 4, 3).permute(2, 1, 0), [4, 6]), (rnd(2, 8), [8])):
+        k = 1
+        for s in shape:
+            k *= s
+        w, b = rnd(*shape, seed=5), rnd(*shape, seed=6)
+        for ww, bb in ((w, b), (None, None), (w, None)):
+            check("native_layer_norm", (x, shape, ww, bb, 1e-5), tol=RED_TOL)
+            _, mean, rstd = torch.native_layer_norm(x, shape, ww, bb, 1e-5)
+            g = rnd(*x.shape, seed=7)
+            mask = [True, ww is not None, bb is not None]
+            check("native_layer_norm_backward", (g, x, shape, mean, rstd, ww, bb, mask), tol=(1e-5, 2e-5))
+            check("native_layer_norm_backward", (g, x, shape, mean, rstd, ww, bb, [False, mask[1], False]),
+                  tol=(1e-5, 2e-5))
+    for dt in (BF16, F16, F64):
+        x, w, b = rnd(3, 16, dtype=dt), rnd(16, dtype=dt, seed=1), rnd(16, dtype=dt, seed=2)
+        check("native_layer_norm", (x, [16], w, b, 1e-5))
+        _, mean, rstd = torch.native_layer_norm(x, [16], w, b, 1e-5)
+        check("native_layer_norm_backward", (rnd(3, 16, dtype=dt, seed=3), x, [16], mean, rstd, w, b,
+                                             [True, True, True]), tol=(1e-5, 1e-5) if dt == F64 else (3e-2, 3e-2))
+
+
+def test_rms_norm_path():
+    """F.rms_norm decomposes (CompositeImplicit) into pow / mean / add / rsqrt / mul: all covered."""
+    x, w = rnd(3, 8), rnd(8, seed=1)
+    sq = tops.kernel_for("pow.Tensor_Scalar")(x, 2)
+    ms = tops.kernel_for("mean.dim")(sq, [-1], True)
+    r = tops.kernel_for("rsqrt")(tops.kernel_for("add.Tensor")(ms, 1e-6))
+    y = tops.kernel_for("mul.Tensor")(tops.kernel_for("mul.Tensor")(x, r), w)
+    torch.testing.assert_close(y, torch.nn.functional.rms_norm(x, (8,), w, 1e-6), rtol=1e-5, atol=1e-5)
+
+
+# -------------------------------------------------------------------- matmul
+MM_TOL = (1e-5, 1e-5)
+
+
+def test_mm_bmm_addmm():
+    a, b = rnd(5, 7), rnd(7, 3, seed=1)
+    for x, y in ((a, b), (a.t().contiguous().t(), b), (a, rnd(3, 7, seed=2).t()), (rnd(33, 40), rnd(40, 70, seed=1))):
+        check("mm", (x, y), tol=MM_TOL)
+        check("addmm", (rnd(x.shape[0], y.shape[1], seed=3), x, y), tol=MM_TOL)
+        check("addmm", (rnd(y.shape[1], seed=4), x, y), {"beta": 0.5, "alpha": 2.0}, tol=MM_TOL)
+        check("addmm", (torch.full((x.shape[0], y.shape[1]), math.nan), x, y), {"beta": 0}, tol=MM_TOL)
+    for dt in (BF16, F16, F64):
+        check("mm", (rnd(5, 7, dtype=dt), rnd(7, 3, dtype=dt, seed=1)), tol=(1e-2, 1e-2) if dt != F64 else None)
+    ba, bb = rnd(2, 5, 7), rnd(2, 7, 3, seed=1)
+    for x, y in ((ba, bb), (ba.transpose(1, 2).contiguous().transpose(1, 2), bb), (ba, rnd(7, 3).expand(2, 7, 3))):
+        check("bmm", (x, y), tol=MM_TOL)
+        check("baddbmm", (rnd(2, 5, 3, seed=3), x, y), {"beta": 0.5, "alpha": 1.5}, tol=MM_TOL)
+        check("baddbmm", (rnd(5, 3, seed=3), x, y), tol=MM_TOL)
+    check("bmm", (rnd(2, 4, 5, dtype=BF16), rnd(2, 5, 3, dtype=BF16)), tol=(1e-2, 1e-2))
+    check("mm", (rnd(3, 0), rnd(0, 4)))
+
+
+# --------------------------------------------------------------- index ops
+def test_index_select_gather_scatter():
+    x = rnd(4, 5, 3)
+    idx = torch.tensor([3, 0, 0, 2])
+    for d in (0, 1, 2, -1):
+        i = idx.clamp(max=x.shape[d] - 1)
+        check("index_select", (x, d, i))
+        check("index_select", (x.permute(2, 0, 1), d, i.clamp(max=x.permute(2, 0, 1).shape[d] - 1)))
+    check("index_select", (rnd(6, 3, dtype=BF16), 0, torch.tensor([5, 1])))
+    check("index_select", (rnd(6, 3, dtype=I64), 0, torch.tensor([5, 1], dtype=I32)))
+    check("index_select", (rnd(), 0, torch.tensor([0, 0])))
+    check("index_select", (rnd(6, 3), 0, torch.tensor([2, 0, 1])[::2]))
+    check("embedding", (rnd(10, 4), torch.tensor([[1, 2, 9], [0, 0, 3]])), variants=False,
+          ref_name="embedding")  # CompositeExplicit: reaches index_select
+    src = rnd(4, 5)
+    gi = torch.randint(0, 5, (4, 3), generator=_g(1))
+    check("gather", (src, 1, gi))
+    check("gather", (src.t(), 0, torch.randint(0, 5, (2, 4), generator=_g(2))))
+    check("gather", (rnd(3, 4, dtype=I64), 1, torch.tensor([[0], [3], [1]])))
+    base = rnd(4, 5)
+    si = torch.randint(0, 5, (4, 3), generator=_g(3))
+    check("scatter_add", (base, 1, si, rnd(4, 3, seed=5)), tol=RED_TOL)
+    check("scatter_add", (base.t(), 0, torch.randint(0, 5, (2, 4), generator=_g(4)), rnd(2, 4, seed=6)),
+          tol=RED_TOL)
+    check("scatter_add", (rnd(4, 5, dtype=BF16), 0, torch.randint(0, 4, (3, 5), generator=_g(4)),
+                          rnd(3, 5, dtype=BF16, seed=6)))
+    check("scatter_add", (rnd(4, 5, dtype=I64), 0, torch.randint(0, 4, (3, 5), generator=_g(4)),
+                          rnd(3, 5, dtype=I64, seed=6)))
+
+
+def test_embedding_dense_backward():
+    idx = torch.tensor([[1, 2, 1], [0, 4, 1]])
+    for dt in (F32, BF16, F64):
+        g = rnd(2, 3, 4, dtype=dt)
+        for pad in (-1, 1):
+            for freq in (False, True):
+                check("embedding_dense_backward", (g, idx, 6, pad, freq), tol=RED_TOL)
+    check("embedding_dense_backward", (rnd(3, 2, 4).transpose(0, 1), idx.t().contiguous().t(), 5, -1, False),
+          tol=RED_TOL)
+
+
+def test_cat_fill_zero():
+    a, b = rnd(2, 3), rnd(4, 3, seed=1).t().contiguous().t()
+    check("cat", ([a, b], 0))
+    check("cat", ([a.t(), b.t(), a.t()], 1))
+    check("cat", ([a, rnd(1, 3, dtype=F64), rnd(2, 3, dtype=I64)], 0))
+    check("cat", ([rnd(2, 3, dtype=BF16), torch.empty(0), rnd(1, 3, dtype=BF16)], -2))
+    check("cat", ([rnd(3, 1).expand(3, 4), rnd(3, 2)], 1))
+    for dt in (F32, F64, BF16, F16, I64, I32, BOOL):
+        for v in (0, 1, -2.5, 3, 1e30, True):
+            if not dt.is_floating_point and isinstance(v, float):
+                continue
+            if dt == F16 and v == 1e30:
+                continue
+            check("fill_.Scalar", (torch.empty(3, 4, dtype=dt), v))
+            check("fill_.Scalar", (torch.empty(4, 3, dtype=dt).t(), v))
+        check("fill_.Tensor", (torch.empty(3, 4, dtype=dt), torch.tensor(1.0 if dt.is_floating_point else 5)))
+        check("zero_", (rnd(3, 4, dtype=dt).t(),))
+    check("fill_.Scalar", (torch.empty(2, dtype=F64), 0.1))
+    check("fill_.Scalar", (torch.empty(2, dtype=I64), 2 ** 40 + 3))
+    check("fill_.Scalar", (torch.empty(2, dtype=F32), math.nan))
+    check("fill_.Scalar", (torch.empty(2, dtype=F32), -math.inf))
+
+
+def test_copy_helper():
+    src = rnd(4, 3, dtype=F64).t()
+    for dt in (F32, BF16, F16, I64, BOOL):
+        dst = torch.empty(5, 4, dtype=dt).t()[:, :3].t()[:, :4]
+        dst = torch.empty(4, 3, dtype=dt).t()
+        tops.copy_into(dst, src)
+        assert torch.equal(dst, src.to(dt))
+    dst = torch.empty(3, 4)
+    tops.copy_into(dst, torch.tensor([1.0, 2.0, 3.0, 4.0]))
+    assert torch.equal(dst, torch.tensor([1.0, 2.0, 3.0, 4.0]).expand(3, 4))
+
+
+# --------------------------------------------------------------- npu tensors
+def _npu_ok():
+    try:
+        return torch.zeros(1).to("npu").device.type == "npu"
+    except Exception:  # noqa: BLE001
+        return False
+
+
+@pytest.mark.skipif(not _npu_ok(), reason="npu backend not available")
+def test_npu_tensors():
+    dev = "npu"
+    a, b = rnd(3, 5), rnd(3, 5, seed=1)
+    check("add.Tensor", (a, b), {"alpha": 2}, device=dev)
+    check("add.Tensor", (a.t().contiguous().t(), 2.5), device=dev)
+    check("mul.Tensor", (a, torch.tensor(1.5)), device=dev, variants=False)  # 0-dim CPU operand
+    check("exp", (a,), device=dev)
+    check("div.Tensor_mode", (a, b + 3), {"rounding_mode": "floor"}, device=dev)
+    check("lt.Scalar", (a, 0.1), device=dev)
+    check("where.self", (a > 0, a, b), device=dev)
+    check("masked_fill.Scalar", (a, a > 0, 0.0), device=dev)
+    check("clamp", (rnd(3, 5, dtype=BF16), -0.5, 0.5), device=dev)
+    check("sum.dim_IntList", (rnd(3, 4, 5), [0, 2]), tol=RED_TOL, device=dev)
+    check("argmax", (rnd(4, 6), 1), device=dev)
+    check("var.correction", (rnd(4, 6), [1]), tol=RED_TOL, device=dev)
+    check("_softmax", (rnd(4, 6), 0, False), tol=RED_TOL, device=dev)
+    check("_log_softmax_backward_data", (rnd(4, 6), torch.log_softmax(rnd(4, 6, seed=2), 1), 1, F32), tol=RED_TOL,
+          device=dev)
+    x, w, bb = rnd(3, 8), rnd(8, seed=1), rnd(8, seed=2)
+    check("native_layer_norm", (x, [8], w, bb, 1e-5), tol=RED_TOL, device=dev)
+    _, mean, rstd = torch.native_layer_norm(x, [8], w, bb, 1e-5)
+    check("native_layer_norm_backward", (rnd(3, 8, seed=3), x, [8], mean, rstd, w, bb, [True, True, True]),
+          tol=RED_TOL, device=dev)
+    check("mm", (rnd(5, 7), rnd(7, 3, seed=1)), tol=MM_TOL, device=dev)
+    check("addmm", (rnd(3), rnd(5, 7), rnd(7, 3, seed=1)), tol=MM_TOL, device=dev)
+    check("bmm", (rnd(2, 5, 7), rnd(2, 7, 3, seed=1)), tol=MM_TOL, device=dev)
+    check("index_select", (rnd(6, 3), 0, torch.tensor([5, 1, 1])), device=dev)
+    check("gather", (rnd(4, 5), 1, torch.tensor([[0, 4], [1, 1], [2, 3], [4, 0]])), device=dev)
+    check("embedding_dense_backward", (rnd(2, 3, 4), torch.tensor([[1, 2, 1], [0, 4, 1]]), 6, -1, True),
+          tol=RED_TOL, device=dev)
+    check("cat", ([a, b.t().contiguous().t()], 1), device=dev)
+    check("fill_.Scalar", (torch.empty(3, 4), 0.25), device=dev)
+    check("zero_", (rnd(3, 4),), device=dev)
+
+
+# ----------------------------------------------------------------- coverage
+def test_static_table_matches_impl():
+    from torch_fl.triton_ops import _impl
+
+    assert sorted(_impl.all_ops()) == sorted(tops.SUPPORTED_OPS)
+    assert len(set(tops.SUPPORTED_OPS)) == len(tops.SUPPORTED_OPS)
+    for op in tops.SUPPORTED_OPS:
+        _aten(op)  # exists in this torch
+        assert callable(tops.kernel_for(op))
+    with pytest.raises(KeyError):
+        tops.kernel_for("nonexistent.op")
+
+
+def test_zz_every_supported_op_exercised():
+    missing = sorted(set(tops.SUPPORTED_OPS) - EXERCISED)
+    assert not missing, f"SUPPORTED_OPS entries not exercised: {missing}"
