@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python3 -m pip install --disable-pip-version-check -q "torch==2.13.0"
+python3 -m pip install --disable-pip-version-check -q "torch==2.13.0" "triton==3.6.0"
 python3 -m pip install --disable-pip-version-check -q -e ".[test]"
 bash simnpu/build.sh
 python3 -m torchfl_gen build specs/npu.yaml

@@ -88,8 +88,8 @@ def test_yaml_syntax_error(tmp_path):
 
 def test_yaml_unclosed_flow(tmp_path):
     assert errors_of(tmp_path, edit(("  default: float16", "  default: [float16"))) == [
-        f"{F}:118:1: <document>: YAML syntax error: expected ',' or ']', but got '<stream end>' "
-        "(while parsing a flow sequence at line 117, column 12)"]
+        f"{F}:121:1: <document>: YAML syntax error: expected ',' or ']', but got '<stream end>' "
+        "(while parsing a flow sequence at line 120, column 12)"]
 
 
 def test_composite_implicit_op(tmp_path):
@@ -111,17 +111,17 @@ def test_require_vendor_with_fallback(tmp_path):
 
 def test_amp_dtype_not_in_dtypes(tmp_path):
     assert errors_of(tmp_path, edit(("float16, bfloat16, int8", "float16, int8"))) == [
-        f"{F}:116:21: amp.dtypes[1]: amp dtype 'bfloat16' is not in dtypes"]
+        f"{F}:119:21: amp.dtypes[1]: amp dtype 'bfloat16' is not in dtypes"]
 
 
 def test_amp_default_not_in_amp_dtypes(tmp_path):
     assert errors_of(tmp_path, edit(("  default: float16", "  default: float32"))) == [
-        f"{F}:117:12: amp.default: amp default 'float32' is not one of amp.dtypes"]
+        f"{F}:120:12: amp.default: amp default 'float32' is not one of amp.dtypes"]
 
 
 def test_unknown_top_level_key(tmp_path):
     assert errors_of(tmp_path, edit(("amp:\n", "amps:\n"))) == [
-        f"{F}:115:1: <document>: unknown key 'amps' (did you mean 'amp'?)"]
+        f"{F}:118:1: <document>: unknown key 'amps' (did you mean 'amp'?)"]
 
 
 def test_builtin_device_name(tmp_path):
@@ -151,8 +151,8 @@ def test_kernels_section_required_for_kernels(tmp_path):
 
 
 def test_unknown_fallback_step(tmp_path):
-    assert errors_of(tmp_path, edit(("  default: [cpu]", "  default: [tritn]"))) == [
-        f"{F}:112:13: fallback.default[0]: invalid value 'tritn' (did you mean 'triton'? expected one of: triton, cpu)"]
+    assert errors_of(tmp_path, edit(("  default: [triton, cpu]", "  default: [tritn]"))) == [
+        f"{F}:114:13: fallback.default[0]: invalid value 'tritn' (did you mean 'triton'? expected one of: triton, cpu)"]
 
 
 @pytest.mark.parametrize("old,new,expected", [
@@ -179,13 +179,13 @@ def test_unknown_fallback_step(tmp_path):
     ("[float32, float64,", "[float32, float65,",
      "64:19: dtypes[1]: invalid value 'float65' (did you mean 'float64'? expected one of: float32, float64, float16, "
      "bfloat16, int8, uint8, int16, int32, int64, bool, complex64, complex128)"),
-    ("  warn: once", "  warn: onse", "113:9: fallback.warn: invalid value 'onse' (did you mean 'once'? expected one of: once, always, never)"),
+    ("  warn: once", "  warn: onse", "115:9: fallback.warn: invalid value 'onse' (did you mean 'once'? expected one of: once, always, never)"),
     ("  integration: privateuse1", "  integration: native", "11:16: chip.integration: invalid value 'native' (expected one of: privateuse1)"),
     ("    not_ready: 6", "    not_ready: 99999999999", "26:16: driver.status.not_ready: 99999999999 is out of range (must be <= 2147483647)"),
     ("  libraries:\n    - libsimnpu_runtime.so", "  libraries: []", "16:14: driver.libraries: must not be empty"),
-    ("  warn: once", "  warn: once\n  on: 1", "114:3: fallback: mapping key must be a string, not bool true"),
-    ("  warn: once", "  warn: !!python/name:os.system once", "113:9: fallback.warn: YAML tag '!!python/name:os.system' is not allowed in a spec"),
-    ("  warn: once", "  warn: !custom once", "113:9: fallback.warn: YAML tag '!custom' is not allowed in a spec"),
+    ("  warn: once", "  warn: once\n  on: 1", "116:3: fallback: mapping key must be a string, not bool true"),
+    ("  warn: once", "  warn: !!python/name:os.system once", "115:9: fallback.warn: YAML tag '!!python/name:os.system' is not allowed in a spec"),
+    ("  warn: once", "  warn: !custom once", "115:9: fallback.warn: YAML tag '!custom' is not allowed in a spec"),
 ])
 def test_located_messages(tmp_path, old, new, expected):
     assert errors_of(tmp_path, edit((old, new))) == [f"{F}:{expected}"]
@@ -197,7 +197,7 @@ def test_multiple_errors_collected_in_order(tmp_path):
                 ("    success: 0", "    success: zero"),
                 ("  add.Tensor: {kernel: add}", "  add.Tensr: {kernel: add}"),
                 ("  relu_: {kernel: relu_}", "  relu_: {require: vendor}"),
-                ("  default: [cpu]", "  default: [gpu]"),
+                ("  default: [triton, cpu]", "  default: [gpu]"),
                 ("  default: float16", "  default: float32"))
     assert errors_of(tmp_path, text) == [
         f"{F}:9:9: chip.name: 'cuda' is a built-in torch device type",
@@ -205,8 +205,8 @@ def test_multiple_errors_collected_in_order(tmp_path):
         f"{F}:29:3: driver: unknown key 'hoks' (did you mean 'hooks'?)",
         f"{F}:67:3: ops: unknown aten op 'add.Tensr' (did you mean 'add.Tensor'?)",
         f"{F}:80:11: ops.relu_.require: 'require: vendor' needs a 'kernel'",
-        f"{F}:112:13: fallback.default[0]: invalid value 'gpu' (did you mean 'cpu'? expected one of: triton, cpu)",
-        f"{F}:117:12: amp.default: amp default 'float32' is not one of amp.dtypes",
+        f"{F}:114:13: fallback.default[0]: invalid value 'gpu' (did you mean 'cpu'? expected one of: triton, cpu)",
+        f"{F}:120:12: amp.default: amp default 'float32' is not one of amp.dtypes",
     ]
 
 

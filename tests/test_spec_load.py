@@ -48,7 +48,7 @@ def test_kernels_dtypes_fallback_amp(npu):
     assert k.libraries == ("simnpu_kernels",)
     assert k.library_dirs == (ROOT / "simnpu" / "build" / "lib",)
     assert npu.dtypes[:4] == ("float32", "float64", "float16", "bfloat16") and len(npu.dtypes) == 10
-    assert npu.fallback == model.FallbackPolicy(default=("cpu",), warn="once")
+    assert npu.fallback == model.FallbackPolicy(default=("triton", "cpu"), warn="once", triton="interpret")
     assert npu.amp == model.Amp(dtypes=("float16", "bfloat16"), default="float16")
 
 
@@ -105,11 +105,11 @@ def test_minimal_spec_defaults(tmp_path):
 
 def test_fallback_only_ops(tmp_path):
     text = edit(("  relu: {kernel: relu}\n", "  relu: {fallback: [cpu]}\n  cumsum: {fallback: []}\n"),
-                ("  default: [cpu]", "  default: []"), ("  warn: once", "  warn: never"))
+                ("  default: [triton, cpu]", "  default: []"), ("  warn: once", "  warn: never"))
     s = load_spec(write(tmp_path, text))
     assert s.op("relu").kernel is None and s.op("relu").fallback == ("cpu",)
     assert s.op("cumsum").fallback == ()
-    assert s.fallback == model.FallbackPolicy(default=(), warn="never")
+    assert s.fallback == model.FallbackPolicy(default=(), warn="never", triton="interpret")
 
 
 def test_parse_spec_bytes_matches_file(npu):
