@@ -39,6 +39,15 @@ PRIVATEUSE1_FILES = (
     ("tests/test_opinfo.py.j2", "tests/test_opinfo.py"),
 )
 
+# torch dtype name -> c10::ScalarType enumerator, for the spec's `dtypes:`.
+DTYPE_ENUM = {
+    "float32": "c10::ScalarType::Float", "float64": "c10::ScalarType::Double",
+    "float16": "c10::ScalarType::Half", "bfloat16": "c10::ScalarType::BFloat16",
+    "int8": "c10::ScalarType::Char", "uint8": "c10::ScalarType::Byte", "int16": "c10::ScalarType::Short",
+    "int32": "c10::ScalarType::Int", "int64": "c10::ScalarType::Long", "bool": "c10::ScalarType::Bool",
+    "complex64": "c10::ScalarType::ComplexFloat", "complex128": "c10::ScalarType::ComplexDouble",
+}
+
 # The marker that says a folder was written by torchfl-gen (and may be replaced).
 MARKER = ".torchfl-generated"
 
@@ -156,6 +165,7 @@ def render(spec: ChipSpec, output_dir: Path) -> dict[str, str]:
         "spec_digest": spec.spec_sha256[:16],
         "package_version": f"{__version__}+driver{spec.driver.version}",
         "wrappers": vendor_wrappers(spec),
+        "dtype_enum": DTYPE_ENUM,
         "copy_wrapper": next((w for w in vendor_wrappers(spec) if w.op.name == "copy_"), None),
         "routed_ops": [op for op in spec.ops if op.kernel is None],
         "paths": {

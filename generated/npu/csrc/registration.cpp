@@ -79,6 +79,13 @@ const bool fallback_configured = [] {
   return true;
 }();
 
+// The spec's `dtypes:`; tensors of any other dtype are refused on the chip.
+const bool dtypes_configured = [] {
+  torch_fl::set_supported_dtypes({c10::ScalarType::Float, c10::ScalarType::Double, c10::ScalarType::Half, c10::ScalarType::BFloat16, c10::ScalarType::Char, c10::ScalarType::Byte, c10::ScalarType::Short, c10::ScalarType::Int, c10::ScalarType::Long, c10::ScalarType::Bool},
+                                 "specs/npu.yaml", "float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool");
+  return true;
+}();
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

@@ -18,6 +18,12 @@ def make(dtype, shape=(5, 7)):
     return torch.randint(max(info.min, -1000), min(info.max, 1000), shape, dtype=dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=str)
+def test_dtype_outside_the_spec_is_refused(dtype):
+    with pytest.raises(TypeError, match=r"chip 'npu' does not support dtype .* \(spec "):
+        torch.zeros(3, dtype=dtype, device=CHIP)
+
+
 def test_device_type_and_count():
     assert device_module.device_count() >= 1
     x = torch.ones(3, device=CHIP)

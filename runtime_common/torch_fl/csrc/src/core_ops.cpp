@@ -24,6 +24,27 @@ constexpr c10::DispatchKeySet kChipKeys(c10::DispatchKey::PrivateUse1);
 
 DeviceCopyKernel device_copy_kernel = nullptr;
 
+struct DtypePolicy {
+  std::vector<c10::ScalarType> supported;  // empty: not configured, everything allowed
+  std::string spec;
+  std::string listed;                      // as the spec writes them
+};
+
+DtypePolicy& dtype_policy() {
+  static auto* policy = new DtypePolicy();
+  return *policy;
+}
+
+void check_dtype(c10::ScalarType dtype) {
+  const auto& policy = dtype_policy();
+  if (policy.supported.empty()) return;
+  for (auto allowed : policy.supported) {
+    if (allowed == dtype) return;
+  }
+  TORCH_CHECK_TYPE(false, "chip '", Driver::instance().description().chip, "' does not support dtype ",
+                   c10::toString(dtype), " (spec ", policy.spec, " lists dtypes: ", policy.listed, ")");
+}
+
 const DriverDescription& desc() { return Driver::instance().description(); }
 
 // Bytes from a tensor's first element to one past its last (strides are >= 0).
@@ -147,6 +168,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, desc().chip,
               " supports strided tensors only");
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "only CPU memory can be pinned");
+  check_dtype(c10::dtype_or_default(dtype));
   const c10::DeviceGuard guard(where);
   return at::detail::empty_generic(size, &CachingDeviceAllocator::instance(), kChipKeys,
                                    c10::dtype_or_default(dtype), memory_format);
@@ -160,6 +182,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, desc().chip,
               " supports strided tensors only");
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "only CPU memory can be pinned");
+  check_dtype(c10::dtype_or_default(dtype));
   const c10::DeviceGuard guard(where);
   return at::detail::empty_strided_generic(size, stride, &CachingDeviceAllocator::instance(), kChipKeys,
                                            c10::dtype_or_default(dtype));
@@ -242,6 +265,10 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
 }  // namespace
 
 void set_device_copy_kernel(DeviceCopyKernel kernel) { device_copy_kernel = kernel; }
+
+void set_supported_dtypes(std::vector<c10::ScalarType> dtypes, std::string spec, std::string listed) {
+  dtype_policy() = DtypePolicy{std::move(dtypes), std::move(spec), std::move(listed)};
+}
 
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(src.defined() && dst.defined(), "copy_: undefined tensor");

@@ -7,6 +7,9 @@
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
+#include <string>
+#include <vector>
+
 namespace torch_fl {
 
 // A vendor kernel for same-device copies with dtype conversion or strides
@@ -16,6 +19,10 @@ void set_device_copy_kernel(DeviceCopyKernel kernel);
 
 // dst.copy_(src) where either side is on the chip.
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking);
+
+// The dtypes the spec lists (`dtypes:`): creating a tensor of any other dtype
+// on the chip is refused with an error naming the chip and the spec.
+void set_supported_dtypes(std::vector<c10::ScalarType> dtypes, std::string spec, std::string listed);
 
 void register_core_ops(torch::Library& m);
 
