@@ -136,6 +136,16 @@ def test_manual_seed_reproducible_and_cpu_compatible():
     assert torch.equal(a, c)
 
 
+def test_manual_seed_waits_for_queued_random_work():
+    # Random kernels still queued when the seed is set must not draw after it.
+    for _ in range(20):
+        torch.randn(256, 256, device=CHIP)
+    torch.manual_seed(7)
+    a = torch.randn(16, device=CHIP).cpu()
+    torch.manual_seed(7)
+    assert torch.equal(a, torch.randn(16))
+
+
 def test_rng_state_round_trip():
     state = device_module.get_rng_state()
     a = torch.rand(20, device=CHIP).cpu()

@@ -251,21 +251,31 @@ def _is_in_bad_fork() -> bool:
     return False
 
 
+# Random kernels draw when they run on the device, in stream order: reseeding
+# first waits for queued work, so numbers drawn after a seed never go to kernels
+# queued before it.
+
+
 def manual_seed(seed: int) -> None:
     """Seed the current device's generator (torch.manual_seed seeds all of them)."""
+    synchronize()
     _generator().manual_seed(int(seed))
 
 
 def manual_seed_all(seed: int) -> None:
     for index in range(device_count()):
+        synchronize(index)
         _generator(index).manual_seed(int(seed))
 
 
 def seed() -> None:
+    synchronize()
     _generator().seed()
 
 
 def seed_all() -> None:
+    for index in range(device_count()):
+        synchronize(index)
     first = _generator(0).seed()
     for index in range(1, device_count()):
         _generator(index).manual_seed(first)
