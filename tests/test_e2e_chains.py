@@ -131,3 +131,36 @@ def test_require_vendor_fails_at_init(tmp_path_factory):
     assert "chip 'npurequired' cannot initialise" in error
     assert "aten::tanh requires the vendor kernel 'missing_tanh'" in error
     assert "npurequired.yaml:" in error and "require: vendor" in error
+
+
+def test_declined_triton_kernel_takes_the_next_step():
+    """A Triton kernel that declines its inputs (integer bmm: tl.dot is floating-point only)
+    hands the call to the next step of the chain: the CPU here, counted there; in strict
+    mode the error says so and why the kernel declined."""
+    proc = run_python("""
+        import json, torch, torch_fl
+        a = torch.randint(-5, 5, (2, 3, 4))
+        b = torch.randint(-5, 5, (2, 4, 2))
+        torch_fl.reset_fallback_stats()
+        out = {"equal": torch.equal(torch.bmm(a.to("npu"), b.to("npu")).cpu(), torch.bmm(a, b))}
+        out["int_stats"] = torch_fl.fallback_stats().get("bmm")
+        torch_fl.reset_fallback_stats()
+        x = torch.randn(2, 3, 4)
+        y = torch.randn(2, 4, 2)
+        out["float_close"] = torch.allclose(torch.bmm(x.to("npu"), y.to("npu")).cpu(), torch.bmm(x, y), atol=1e-5)
+        out["float_stats"] = torch_fl.fallback_stats().get("bmm")
+        try:
+            with torch_fl.strict_fallback():
+                torch.bmm(a.to("npu"), b.to("npu"))
+            out["strict"] = "no error"
+        except NotImplementedError as e:
+            out["strict"] = str(e)
+        print(json.dumps(out))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    r = __import__("json").loads(proc.stdout.strip().splitlines()[-1])
+    assert r["equal"] and r["float_close"]
+    assert r["int_stats"] == {"cpu": 1}
+    assert r["float_stats"] == {"triton": 1}
+    assert "strict fallback mode: aten::bmm would fall back to the CPU on chip 'npu'" in r["strict"]
+    assert "its Triton kernel declined these inputs: integer matmul" in r["strict"]

@@ -674,6 +674,7 @@ def test_static_table_matches_impl():
         tops.kernel_for("nonexistent.op")
 
 
-def test_zz_every_supported_op_exercised():
-    missing = sorted(set(tops.SUPPORTED_OPS) - EXERCISED)
+def test_zz_every_core_op_exercised():
+    # the families (tops.FAMILIES) have their own test files and coverage checks
+    missing = sorted(set(tops._CORE_OPS) - EXERCISED)
     assert not missing, f"SUPPORTED_OPS entries not exercised: {missing}"

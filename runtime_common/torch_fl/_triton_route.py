@@ -8,9 +8,13 @@ from typing import Callable, Iterable
 log = logging.getLogger("torch_fl")
 
 
-def enable(chip: str, ops: Iterable[str], note_path: Callable[[str, str], None], mode: str):
+def enable(chip: str, ops: Iterable[str], note_path: Callable[[str, str], None], mode: str,
+           next_step: Callable | None = None):
     """Route `ops` to Triton at the chip's PrivateUse1 key; returns the torch.library
-    handle (keep it alive) or None with the reason logged when Triton is unavailable."""
+    handle (keep it alive) or None with the reason logged when Triton is unavailable.
+
+    `next_step(name, overload, *args, **kwargs)` runs a call whose kernel declined its
+    inputs (`triton_ops.Unsupported`) through the rest of the op's chain."""
     if mode == "interpret":
         # The chip is not a Triton target (e.g. a simulated device): run the
         # kernels in Triton's interpreter, which must be chosen before import.
@@ -28,15 +32,31 @@ def enable(chip: str, ops: Iterable[str], note_path: Callable[[str, str], None],
 
     library = torch.library.Library("aten", "IMPL")
     for op in ops:
-        library.impl(op, _counted(op, triton_ops.kernel_for(op), note_path), "PrivateUse1")
+        library.impl(op, _counted(op, triton_ops.kernel_for(op), note_path, next_step), "PrivateUse1")
     log.debug("torch_fl: %s: %d op(s) routed to the Triton kernels (%s mode)", chip, len(ops), mode)
     return library, f"{len(ops)} op(s) on Triton ({mode})"
 
 
-def _counted(op: str, kernel: Callable, note_path: Callable[[str, str], None]) -> Callable:
+def _counted(op: str, kernel: Callable, note_path: Callable[[str, str], None],
+             next_step: Callable | None) -> Callable:
+    from .triton_ops import Unsupported
+
+    name, _, overload = op.partition(".")
+    qualified = "aten::" + name
+
     def run(*args, **kwargs):
+        try:
+            result = kernel(*args, **kwargs)
+        except Unsupported as declined:
+            if next_step is None:
+                raise
+            log.debug("torch_fl: the Triton kernel of aten::%s declined: %s", op, declined)
+            try:
+                return next_step(qualified, overload, *args, **kwargs)
+            except NotImplementedError as error:
+                raise NotImplementedError(f"{error}\n(its Triton kernel declined these inputs: {declined})") from None
         note_path(op, "triton")
-        return kernel(*args, **kwargs)
+        return result
 
     run.__name__ = f"triton_{op.replace('.', '_')}"
     return run

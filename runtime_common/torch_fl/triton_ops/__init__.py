@@ -8,16 +8,32 @@ Triton's interpreter (``TRITON_INTERPRET=1``, set before triton is imported).
 
 Importing this package never imports triton; `available()` says whether the
 kernels can run here. See README.md for the mechanism and the interpreter's limits.
+
+The library is split into families: the core (`_impl.py`: pointwise, reductions,
+softmax, norms, matmul, basic indexing) and one module pair per further family,
+`_<family>_ops.py` (its op names, no imports, so this list stays triton-free) and
+`_<family>.py` (its kernels; a `KERNELS` dict op name -> function).
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 from typing import Callable
 
-__all__ = ["SUPPORTED_OPS", "available", "copy_into", "fill_into", "kernel_for"]
+__all__ = ["SUPPORTED_OPS", "Unsupported", "available", "copy_into", "fill_into", "kernel_for"]
 
-SUPPORTED_OPS: tuple[str, ...] = (
+# Families beside the core, in the order their ops are listed.
+FAMILIES: tuple[str, ...] = ("index", "linalg", "nn")
+
+
+class Unsupported(NotImplementedError):
+    """Raised by a kernel, before it writes anything, for inputs it does not handle
+    (a layout, size or dtype outside its design). The op then takes the next step of
+    its chain (the CPU where the spec allows it), exactly as if Triton lacked it."""
+
+
+_CORE_OPS: tuple[str, ...] = (
     "exp", "exp_", "exp.out", "exp2", "exp2_", "exp2.out", "expm1", "expm1_", "expm1.out", "log",
     "log_", "log.out", "log2", "log2_", "log2.out", "log10", "log10_", "log10.out", "log1p",
     "log1p_", "log1p.out", "sqrt", "sqrt_", "sqrt.out", "rsqrt", "rsqrt_", "rsqrt.out", "sin",
@@ -65,6 +81,14 @@ SUPPORTED_OPS: tuple[str, ...] = (
 )
 
 
+def _family_ops(family: str) -> tuple[str, ...]:
+    return tuple(importlib.import_module(f"._{family}_ops", __name__).OPS)
+
+
+_FAMILY_OF: dict[str, str] = {op: family for family in FAMILIES for op in _family_ops(family)}
+SUPPORTED_OPS: tuple[str, ...] = _CORE_OPS + tuple(op for family in FAMILIES for op in _family_ops(family))
+
+
 def available() -> bool:
     """True when triton is importable and kernels can run: a GPU driver or TRITON_INTERPRET=1."""
     if importlib.util.find_spec("triton") is None:
@@ -85,7 +109,11 @@ def kernel_for(op_name: str) -> Callable:
         raise KeyError(f"torch_fl.triton_ops has no kernel for aten::{op_name}")
     from . import _impl
 
-    return _impl.make_kernel(op_name)
+    family = _FAMILY_OF.get(op_name)
+    if family is None:
+        return _impl.make_kernel(op_name)
+    module = importlib.import_module(f"._{family}", __name__)
+    return _impl.wrap_kernel(op_name, module.KERNELS[op_name])
 
 
 def copy_into(dst, src):

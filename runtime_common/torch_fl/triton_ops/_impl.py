@@ -12,6 +12,7 @@ from typing import Callable
 import torch
 import triton
 
+from . import Unsupported
 from . import _kernels as K
 
 _DT = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3, torch.int32: 4,
@@ -25,7 +26,7 @@ def _odt(dtype: torch.dtype) -> int:
     try:
         return _DT[dtype]
     except KeyError:
-        raise NotImplementedError(f"torch_fl.triton_ops: dtype {dtype} is not supported") from None
+        raise Unsupported(f"dtype {dtype} is not supported by the Triton kernels") from None
 
 
 def _cdt(dtype: torch.dtype) -> int:
@@ -105,7 +106,7 @@ def _pad6(shape, strides_list):
                 del st[i]
         i -= 1
     if len(sh) > _MAXD:
-        raise NotImplementedError("torch_fl.triton_ops: more than 6 non-mergeable dims")
+        raise Unsupported("more than 6 non-mergeable dims")
     pad = _MAXD - len(sh)
     return [1] * pad + sh, [[0] * pad + st for st in sts]
 
@@ -750,7 +751,7 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
 def _bmm_launch(a, b, c, bias=None, alpha=1.0, beta=1.0):
     """c (B, M, N) = beta*bias + alpha * a (B, M, K) @ b (B, K, N); all strided."""
     if a.dtype not in _FLOATS:
-        raise NotImplementedError("torch_fl.triton_ops: integer matmul is not supported")
+        raise Unsupported("integer matmul (tl.dot takes floating-point operands)")
     bt, m, kk = a.shape
     n = b.shape[2]
     if c.numel() == 0:
@@ -858,7 +859,7 @@ def _index_launch(src, idx, out, it_shape, src_st, idx_st, out_st, dim, size_dim
         return out
     nd = len(it_shape)
     if nd > _MAXD:
-        raise NotImplementedError("torch_fl.triton_ops: more than 6 dims")
+        raise Unsupported("more than 6 dims")
     padn = _MAXD - nd
     sh = [1] * padn + list(it_shape)
     sts = [[0] * padn + list(st) for st in (src_st, idx_st, out_st)]
@@ -1088,7 +1089,15 @@ _SPECIAL: dict[str, Callable] = {
 
 
 def all_ops() -> list[str]:
-    return list(_POINTWISE) + list(_SPECIAL)
+    """Every op with an implementation: the core's and each family's `KERNELS`."""
+    import importlib
+
+    from . import FAMILIES
+
+    ops = list(_POINTWISE) + list(_SPECIAL)
+    for family in FAMILIES:
+        ops += list(importlib.import_module(f"._{family}", __package__).KERNELS)
+    return ops
 
 
 def _signature(op_name):
@@ -1111,13 +1120,18 @@ def _signature(op_name):
 
 
 def make_kernel(op_name: str) -> Callable:
+    """The core library's kernel for `op_name` (families: see the package docstring)."""
     if op_name in _POINTWISE:
         fn = _make_pointwise(op_name)
     elif op_name in _SPECIAL:
         fn = _SPECIAL[op_name]
     else:
         raise KeyError(op_name)
+    return wrap_kernel(op_name, fn)
 
+
+def wrap_kernel(op_name: str, fn: Callable) -> Callable:
+    """`fn` named after the op and carrying the aten schema's signature."""
     def kernel(*args, **kwargs):
         return fn(*args, **kwargs)
 

@@ -7,6 +7,7 @@
 #include <torch_fl/streams.h>
 
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 
 namespace py = pybind11;
 
@@ -111,6 +112,19 @@ void bind_backend(py::module_& m) {
   m.def("_note_path", [](const std::string& op, const std::string& path) {
     TORCH_CHECK(path == "triton" || path == "cpu", "unknown path ", path);
     note_fallback(op, path == "triton" ? FallbackPath::triton : FallbackPath::cpu);
+  });
+  // The step after `triton` for a call whose Triton kernel declined its inputs
+  // (torch_fl.triton_ops.Unsupported): the same boxed fallback an op without any
+  // kernel takes, so policy, strict mode, warnings and counters all apply.
+  m.def("_next_step", [](const std::string& name, const std::string& overload, py::args args,
+                         const py::kwargs& kwargs) {
+    const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+    auto stack = torch::jit::createStackForSchema(op.schema(), args, kwargs, std::nullopt);
+    {
+      py::gil_scoped_release no_gil;
+      boxed_fallback(op, &stack);
+    }
+    return torch::jit::createPyObjectForStack(std::move(stack));
   });
   m.def("_missing_kernel_ops", [] { return missing_kernel_ops(); });
   m.def("_set_triton_status", [](const std::string& status) { set_triton_status(status); });
