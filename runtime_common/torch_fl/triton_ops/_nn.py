@@ -1,9 +1,510 @@
 """Triton kernels of the `nn` family (neural-network ops: pooling, upsampling, losses, normalisation, sampling).
 
 `KERNELS` maps each name of `_nn_ops.OPS` to a function with the aten schema's
-signature (see the package README)."""
+signature (see the package README).
+
+Spatial ops share one layout: every input is viewed (no copy) as a strided 5-d
+tensor (N, C, D, H, W); 1-d and 2-d ops get size-1 leading spatial dims and
+unbatched inputs a size-1 N. One kernel then serves every dimensionality:
+
+- pooling (`_pool_fwd_kernel`): average, max (with indices, dilation) and their
+  adaptive forms, switched by constexprs; the backward (`_pool_bwd_kernel`) is a
+  gather: each input element sums the windows that cover it (deterministic, no
+  atomics), for max pooling only those whose saved index points at it.
+- max_unpool: a scatter-store of each value to its saved index.
+"""
 from __future__ import annotations
 
 from typing import Callable
 
+import torch
+import triton
+import triton.language as tl
+
+from . import Unsupported
+from . import _impl as I
+from . import _kernels as K
+
+_BLOCK = 256
+
+# pooling kinds
+_AVG = tl.constexpr(0)
+_MAX = tl.constexpr(1)
+_AAVG = tl.constexpr(2)  # adaptive average
+_AMAX = tl.constexpr(3)  # adaptive max
+KIND = {"avg": 0, "max": 1, "adaptive_avg": 2, "adaptive_max": 3}
+
+
+# ------------------------------------------------------------ layout helpers --
+def _as5d(t: torch.Tensor, nsp: int) -> torch.Tensor:
+    """View a (N, C, *sp) or (C, *sp) tensor with `nsp` spatial dims as (N, C, D, H, W)."""
+    if t.dim() == nsp + 1:
+        t = t.unsqueeze(0)
+    for _ in range(3 - nsp):
+        t = t.unsqueeze(2)
+    return t
+
+
+def _tuple(v, n, name, default=None):
+    if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
+        if default is None:
+            raise RuntimeError(f"{name} must be given")
+        return list(default)
+    if isinstance(v, int):
+        return [v] * n
+    v = list(v)
+    if len(v) == 1:
+        return v * n
+    if len(v) != n:
+        raise RuntimeError(f"{name} must either be a single int, or a tuple of {n} ints")
+    return v
+
+
+def _pad3(v, fill):
+    """A per-spatial-dim list padded at the front to 3 entries (D, H, W)."""
+    return [fill] * (3 - len(v)) + list(v)
+
+
+def _pool_out_size(size, k, pad, stride, dil, ceil_mode):
+    # pooling_output_shape of aten/src/ATen/native/Pool.h
+    num = size + 2 * pad - dil * (k - 1) - 1 + (stride - 1 if ceil_mode else 0)
+    out = num // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
+
+
+def _check_float_or(dtype, what, allow_long=False):
+    if dtype in I._FLOATS or (allow_long and dtype == torch.int64):
+        return
+    raise Unsupported(f"{what} for dtype {dtype}")
+
+
+# ----------------------------------------------------------------- kernels ----
+@triton.jit
+def _decompose5(lin, C, D, H, W):
+    w = lin % W
+    r = lin // W
+    h = r % H
+    r = r // H
+    d = r % D
+    r = r // D
+    c = r % C
+    n = r // C
+    return n, c, d, h, w
+
+
+@triton.jit
+def _pool_fwd_kernel(x, out, ind, total, C, ID, IH, IW, OD, OH, OW,
+                     xs0, xs1, xs2, xs3, xs4, os0, os1, os2, os3, os4, is0, is1, is2, is3, is4,
+                     KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, divisor,
+                     KIND: tl.constexpr, COUNT_PAD: tl.constexpr, HAS_DIV: tl.constexpr,
+                     CDT: tl.constexpr, ODT: tl.constexpr, BLOCK: tl.constexpr):
+    """One output element per lane: reduce its window (KD*KH*KW loop; adaptive
+    windows loop to the largest window size and mask the rest)."""
+    FL: tl.constexpr = (CDT == K.F32) or (CDT == K.F64)
+    lin = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = lin < total
+    n, c, od, oh, ow = _decompose5(lin, C, OD, OH, OW)
+    if KIND == _AAVG or KIND == _AMAX:
+        d0 = (od * ID) // OD
+        d1 = ((od + 1) * ID + OD - 1) // OD
+        h0 = (oh * IH) // OH
+        h1 = ((oh + 1) * IH + OH - 1) // OH
+        w0 = (ow * IW) // OW
+        w1 = ((ow + 1) * IW + OW - 1) // OW
+    else:
+        d0 = od * SD - PD
+        h0 = oh * SH - PH
+        w0 = ow * SW - PW
+        d1 = d0 + (KD - 1) * DD + 1
+        h1 = h0 + (KH - 1) * DH + 1
+        w1 = w0 + (KW - 1) * DW + 1
+    base = n * xs0 + c * xs1
+    zero = tl.zeros([BLOCK], dtype=tl.float32 if CDT == K.F32 else (
+        tl.float64 if CDT == K.F64 else (tl.int64 if CDT == K.I64 else tl.int32)))
+    acc = zero
+    best_i = tl.zeros([BLOCK], dtype=tl.int64)
+    started = mask & (lin < 0)
+    for kd in range(0, KD):
+        idd = d0 + kd * DD
+        md = (idd >= 0) & (idd < d1) & (idd < ID)
+        for kh in range(0, KH):
+            ih = h0 + kh * DH
+            mh = md & (ih >= 0) & (ih < h1) & (ih < IH)
+            for kw in range(0, KW):
+                iw = w0 + kw * DW
+                m = mask & mh & (iw >= 0) & (iw < w1) & (iw < IW)
+                v = K._to_cdt(tl.load(x + base + idd * xs2 + ih * xs3 + iw * xs4, mask=m, other=0), CDT)
+                if KIND == _AVG or KIND == _AAVG:
+                    acc += tl.where(m, v, zero)
+                else:
+                    # aten: (val > maxval) || isnan(val): the first max, the last NaN
+                    better = v > acc
+                    if FL:
+                        better = better | (v != v)
+                    upd = m & (better | (~started))
+                    acc = tl.where(upd, v, acc)
+                    best_i = tl.where(upd, (idd * IH + ih) * IW + iw, best_i)
+                    started = started | m
+    if KIND == _AVG:
+        # divisor as in aten's avg_pool: the window clipped to the padded input,
+        # or (count_include_pad=False) to the input itself
+        e_d = tl.minimum(d0 + KD, ID + PD)
+        e_h = tl.minimum(h0 + KH, IH + PH)
+        e_w = tl.minimum(w0 + KW, IW + PW)
+        pool = (e_d - d0) * (e_h - h0) * (e_w - w0)
+        cnt = ((tl.minimum(e_d, ID) - tl.maximum(d0, 0)) * (tl.minimum(e_h, IH) - tl.maximum(h0, 0))
+               * (tl.minimum(e_w, IW) - tl.maximum(w0, 0)))
+        if HAS_DIV:
+            div = pool * 0 + divisor
+        elif COUNT_PAD:
+            div = pool
+        else:
+            div = cnt
+        empty = (tl.minimum(e_d, ID) <= tl.maximum(d0, 0)) | (tl.minimum(e_h, IH) <= tl.maximum(h0, 0)) | (
+            tl.minimum(e_w, IW) <= tl.maximum(w0, 0))
+        div = tl.where(empty, 1, div)
+        if FL:
+            res = acc / div
+        else:
+            res = acc // div
+        res = tl.where(empty, zero, res)
+    elif KIND == _AAVG:
+        res = acc / (d1 - d0) / (h1 - h0) / (w1 - w0)
+    else:
+        res = acc
+    ooff = n * os0 + c * os1 + od * os2 + oh * os3 + ow * os4
+    tl.store(out + ooff, K._to_odt(res, ODT), mask=mask)
+    if KIND == _MAX or KIND == _AMAX:
+        tl.store(ind + n * is0 + c * is1 + od * is2 + oh * is3 + ow * is4, best_i, mask=mask)
+
+
+@triton.jit
+def _cover_lo(i, I, O, K, S, P, DIL, ADAPTIVE: tl.constexpr):
+    """The first output index whose window may cover input index i."""
+    if ADAPTIVE:
+        return (i * O) // I
+    else:
+        a = i + P - (K - 1) * DIL
+        return tl.where(a > 0, (a + S - 1) // S, 0)
+
+
+@triton.jit
+def _covers(i, o, I, O, K, S, P, DIL, ADAPTIVE: tl.constexpr):
+    """Whether the window of output o spans input index i (max pooling also checks the index)."""
+    if ADAPTIVE:
+        return (o < O) & ((o * I) // O <= i) & (i < ((o + 1) * I + O - 1) // O)
+    else:
+        s = o * S - P
+        return (o < O) & (s <= i) & (i <= s + (K - 1) * DIL)
+
+
+@triton.jit
+def _pool_bwd_kernel(g, ind, gi, total, C, ID, IH, IW, OD, OH, OW,
+                     gs0, gs1, gs2, gs3, gs4, is0, is1, is2, is3, is4, os0, os1, os2, os3, os4,
+                     KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, NJD, NJH, NJW, divisor,
+                     KIND: tl.constexpr, COUNT_PAD: tl.constexpr, HAS_DIV: tl.constexpr,
+                     CDT: tl.constexpr, ODT: tl.constexpr, BLOCK: tl.constexpr):
+    """One input element per lane: sum the grads of the NJD*NJH*NJW candidate outputs
+    whose windows cover it (average: grad / divisor; max: only where the saved index hits)."""
+    ADA: tl.constexpr = (KIND == _AAVG) or (KIND == _AMAX)
+    lin = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = lin < total
+    n, c, idd, ih, iw = _decompose5(lin, C, ID, IH, IW)
+    flat = (idd * IH + ih) * IW + iw
+    lo_d = _cover_lo(idd, ID, OD, KD, SD, PD, DD, ADA)
+    lo_h = _cover_lo(ih, IH, OH, KH, SH, PH, DH, ADA)
+    lo_w = _cover_lo(iw, IW, OW, KW, SW, PW, DW, ADA)
+    gbase = n * gs0 + c * gs1
+    ibase = n * is0 + c * is1
+    acc = tl.zeros([BLOCK], dtype=tl.float32 if CDT == K.F32 else (
+        tl.float64 if CDT == K.F64 else (tl.int64 if CDT == K.I64 else tl.int32)))
+    for jd in range(0, NJD):
+        od = lo_d + jd
+        md = _covers(idd, od, ID, OD, KD, SD, PD, DD, ADA)
+        for jh in range(0, NJH):
+            oh = lo_h + jh
+            mh = md & _covers(ih, oh, IH, OH, KH, SH, PH, DH, ADA)
+            for jw in range(0, NJW):
+                ow = lo_w + jw
+                m = mask & mh & _covers(iw, ow, IW, OW, KW, SW, PW, DW, ADA)
+                gv = K._to_cdt(tl.load(g + gbase + od * gs2 + oh * gs3 + ow * gs4, mask=m, other=0), CDT)
+                if KIND == _MAX or KIND == _AMAX:
+                    hit = m & (tl.load(ind + ibase + od * is2 + oh * is3 + ow * is4, mask=m, other=-1) == flat)
+                    acc += tl.where(hit, gv, 0)
+                elif KIND == _AAVG:
+                    kd = ((od + 1) * ID + OD - 1) // OD - (od * ID) // OD
+                    kh = ((oh + 1) * IH + OH - 1) // OH - (oh * IH) // OH
+                    kw = ((ow + 1) * IW + OW - 1) // OW - (ow * IW) // OW
+                    acc += tl.where(m, gv / tl.where(m, kd, 1) / tl.where(m, kh, 1) / tl.where(m, kw, 1), 0)
+                else:
+                    d0 = od * SD - PD
+                    h0 = oh * SH - PH
+                    w0 = ow * SW - PW
+                    e_d = tl.minimum(d0 + KD, ID + PD)
+                    e_h = tl.minimum(h0 + KH, IH + PH)
+                    e_w = tl.minimum(w0 + KW, IW + PW)
+                    if HAS_DIV:
+                        div = od * 0 + divisor
+                    elif COUNT_PAD:
+                        div = (e_d - d0) * (e_h - h0) * (e_w - w0)
+                    else:
+                        div = ((tl.minimum(e_d, ID) - tl.maximum(d0, 0)) * (tl.minimum(e_h, IH) - tl.maximum(h0, 0))
+                               * (tl.minimum(e_w, IW) - tl.maximum(w0, 0)))
+                    acc += tl.where(m, gv / tl.where(m, div, 1), 0)
+    tl.store(gi + n * os0 + c * os1 + idd * os2 + ih * os3 + iw * os4, K._to_odt(acc, ODT), mask=mask)
+
+
+@triton.jit
+def _unpool_kernel(x, ind, out, total, C, PLANE_IN, PLANE_OUT, xs0, xs1, xs2, is0, is1, is2, os0, os1,
+                   BLOCK: tl.constexpr):
+    """out[n, c, ind[n, c, i]] = x[n, c, i] (planes flattened; out contiguous per plane).
+    Out-of-range indices are skipped (aten raises; that would need a host sync)."""
+    lin = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = lin < total
+    i = lin % PLANE_IN
+    r = lin // PLANE_IN
+    c = r % C
+    n = r // C
+    j = tl.load(ind + n * is0 + c * is1 + i * is2, mask=mask, other=0).to(tl.int64)
+    m = mask & (j >= 0) & (j < PLANE_OUT)
+    v = tl.load(x + n * xs0 + c * xs1 + i * xs2, mask=m, other=0)
+    tl.store(out + n * os0 + c * os1 + j, v, mask=m)
+
+
+# ----------------------------------------------------------- pooling glue -----
+class _Pool:
+    """Normalised pooling geometry over (D, H, W); unused leading dims have size 1."""
+
+    def __init__(self, kind, nsp, x5, out_sizes, k, s, p, dil, count_pad=True, divisor=None):
+        self.kind, self.nsp = kind, nsp
+        self.isz = list(x5.shape[2:])
+        self.osz = _pad3(out_sizes, 1)
+        self.k = _pad3(k, 1)
+        self.s = _pad3(s, 1)
+        self.p = _pad3(p, 0)
+        self.dil = _pad3(dil, 1)
+        self.count_pad = bool(count_pad)
+        self.divisor = divisor
+
+    @classmethod
+    def windowed(cls, kind, nsp, x, kernel_size, stride, padding, dilation, ceil_mode, count_pad=True, divisor=None):
+        k = _tuple(kernel_size, nsp, "kernel_size")
+        s = _tuple(stride, nsp, "stride", default=k)
+        p = _tuple(padding, nsp, "padding")
+        dil = _tuple(dilation, nsp, "dilation")
+        if x.dim() not in (nsp + 1, nsp + 2):
+            raise RuntimeError(f"pooling: expected {nsp + 1}D or {nsp + 2}D input, got {x.dim()}D")
+        for kk, pp in zip(k, p):
+            if pp > kk // 2:
+                raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={pp}, "
+                                   f"kernel_size={kk}")
+        x5 = _as5d(x, nsp)
+        sizes = list(x.shape[-nsp:])
+        osz = [_pool_out_size(sizes[i], k[i], p[i], s[i], dil[i], ceil_mode) for i in range(nsp)]
+        if divisor is not None and divisor == 0:
+            raise RuntimeError("divisor must be not zero")
+        return cls(kind, nsp, x5, osz, k, s, p, dil, count_pad, divisor)
+
+    @classmethod
+    def adaptive(cls, kind, nsp, x, output_size):
+        osz = _tuple(output_size, nsp, "output_size")
+        x5 = _as5d(x, nsp)
+        isz = list(x.shape[-nsp:])
+        # the largest adaptive window per dim
+        k = [max(((o + 1) * i + n - 1) // n - (o * i) // n for o in range(n)) if n > 0 else 1
+             for i, n in zip(isz, osz)]
+        return cls(kind, nsp, x5, osz, k, [1] * nsp, [0] * nsp, [1] * nsp)
+
+    def out_shape(self, x):
+        return list(x.shape[: x.dim() - self.nsp]) + self.osz[3 - self.nsp:]
+
+    def forward(self, x, out, ind=None):
+        x5, o5 = _as5d(x, self.nsp), _as5d(out, self.nsp)
+        i5 = _as5d(ind, self.nsp) if ind is not None else o5
+        total = o5.numel()
+        if total == 0:
+            return
+        if x5.numel() == 0:
+            raise RuntimeError("pooling: input has a zero-sized non-batch dimension")
+        cd = I._cdt(x.dtype)
+        _pool_fwd_kernel[(triton.cdiv(total, _BLOCK),)](
+            x5, o5, i5, total, x5.shape[1], *self.isz, *self.osz, *x5.stride(), *o5.stride(), *i5.stride(),
+            *self.k, *self.s, *self.p, *self.dil, 0 if self.divisor is None else int(self.divisor),
+            KIND=KIND[self.kind], COUNT_PAD=self.count_pad, HAS_DIV=self.divisor is not None,
+            CDT=cd, ODT=I._odt(out.dtype), BLOCK=_BLOCK)
+
+    def backward(self, grad_out, x, grad_in, ind=None):
+        g5, gi5 = _as5d(grad_out, self.nsp), _as5d(grad_in, self.nsp)
+        i5 = _as5d(ind, self.nsp) if ind is not None else g5
+        total = gi5.numel()
+        if total == 0:
+            return grad_in
+        if g5.numel() == 0:
+            return I.fill_into(grad_in, 0)
+        if self.kind.startswith("adaptive"):
+            nj = [(o + i - 1) // i + 1 for i, o in zip(self.isz, self.osz)]
+        else:
+            nj = [((k - 1) * d) // s + 1 for k, s, d in zip(self.k, self.s, self.dil)]
+        _pool_bwd_kernel[(triton.cdiv(total, _BLOCK),)](
+            g5, i5, gi5, total, gi5.shape[1], *self.isz, *self.osz, *g5.stride(), *i5.stride(), *gi5.stride(),
+            *self.k, *self.s, *self.p, *self.dil, *nj, 0 if self.divisor is None else int(self.divisor),
+            KIND=KIND[self.kind], COUNT_PAD=self.count_pad, HAS_DIV=self.divisor is not None,
+            CDT=I._cdt(grad_out.dtype), ODT=I._odt(grad_in.dtype), BLOCK=_BLOCK)
+        return grad_in
+
+
+def _alloc(out, shape, dtype, device):
+    if out is None:
+        return I._empty(shape, dtype, device)
+    return I._resize_out(out, shape)
+
+
+def _avg_pool(nsp):
+    def fwd(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+            divisor_override=None, *, out=None):
+        _check_float_or(self.dtype, f"avg_pool{nsp}d", allow_long=True)
+        pool = _Pool.windowed("avg", nsp, self, kernel_size, stride, padding, 1, ceil_mode, count_include_pad,
+                              divisor_override)
+        out = _alloc(out, pool.out_shape(self), self.dtype, self.device)
+        pool.forward(self, out)
+        return out
+
+    def bwd(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+            *, grad_input=None):
+        _check_float_or(self.dtype, f"avg_pool{nsp}d_backward", allow_long=True)
+        pool = _Pool.windowed("avg", nsp, self, kernel_size, stride, padding, 1, ceil_mode, count_include_pad,
+                              divisor_override)
+        gi = _alloc(grad_input, self.shape, self.dtype, self.device)
+        return pool.backward(grad_output, self, gi)
+
+    return fwd, bwd
+
+
+def _max_pool(nsp):
+    def fwd(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False, *, out=None, indices=None):
+        _check_float_or(self.dtype, f"max_pool{nsp}d", allow_long=True)
+        pool = _Pool.windowed("max", nsp, self, kernel_size, stride, padding, dilation, ceil_mode)
+        shape = pool.out_shape(self)
+        out = _alloc(out, shape, self.dtype, self.device)
+        indices = _alloc(indices, shape, torch.int64, self.device)
+        pool.forward(self, out, indices)
+        return out, indices
+
+    def bwd(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices, *, grad_input=None):
+        _check_float_or(self.dtype, f"max_pool{nsp}d_backward", allow_long=True)
+        pool = _Pool.windowed("max", nsp, self, kernel_size, stride, padding, dilation, ceil_mode)
+        gi = _alloc(grad_input, self.shape, self.dtype, self.device)
+        return pool.backward(grad_output, self, gi, indices)
+
+    return fwd, bwd
+
+
+def _adaptive_max_pool(nsp):
+    def fwd(self, output_size, *, out=None, indices=None):
+        _check_float_or(self.dtype, f"adaptive_max_pool{nsp}d")
+        pool = _Pool.adaptive("adaptive_max", nsp, self, output_size)
+        shape = pool.out_shape(self)
+        out = _alloc(out, shape, self.dtype, self.device)
+        indices = _alloc(indices, shape, torch.int64, self.device)
+        pool.forward(self, out, indices)
+        return out, indices
+
+    def bwd(grad_output, self, indices, *, grad_input=None):
+        _check_float_or(self.dtype, f"adaptive_max_pool{nsp}d_backward")
+        pool = _Pool.adaptive("adaptive_max", nsp, self, list(grad_output.shape[-nsp:]))
+        gi = _alloc(grad_input, self.shape, self.dtype, self.device)
+        return pool.backward(grad_output, self, gi, indices)
+
+    return fwd, bwd
+
+
+def _adaptive_avg_pool(nsp):
+    def fwd(self, output_size, *, out=None):
+        _check_float_or(self.dtype, f"adaptive_avg_pool{nsp}d")
+        pool = _Pool.adaptive("adaptive_avg", nsp, self, output_size)
+        out = _alloc(out, pool.out_shape(self), self.dtype, self.device)
+        pool.forward(self, out)
+        return out
+
+    def bwd(grad_output, self, *, grad_input=None):
+        _check_float_or(self.dtype, f"adaptive_avg_pool{nsp}d_backward")
+        pool = _Pool.adaptive("adaptive_avg", nsp, self, list(grad_output.shape[-nsp:]))
+        gi = _alloc(grad_input, self.shape, self.dtype, self.device)
+        return pool.backward(grad_output, self, gi)
+
+    return fwd, bwd
+
+
+# ------------------------------------------------------------- max_unpool -----
+def _max_unpool(nsp):
+    def fn(self, indices, output_size, stride=None, padding=None, *, out=None):
+        osz = list(output_size)
+        if len(osz) != nsp:
+            raise RuntimeError(f"max_unpool{nsp}d: output_size must have {nsp} elements, got {len(osz)}")
+        if indices.dtype != torch.int64:
+            raise RuntimeError(f"elements in indices should be type int64 but got: {indices.dtype}")
+        if tuple(indices.shape) != tuple(self.shape):
+            raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor "
+                               f"({list(self.shape)}) but got indices tensor with shape: {list(indices.shape)}")
+        lead = list(self.shape[: self.dim() - nsp])
+        out = _alloc(out, lead + osz, self.dtype, self.device)
+        I.fill_into(out, 0)
+        batch = 1
+        for s in lead[:-1]:
+            batch *= s
+        ch = lead[-1] if lead else 1
+        pin = 1
+        for s in self.shape[self.dim() - nsp:]:
+            pin *= s
+        pout = 1
+        for s in osz:
+            pout *= s
+        total = batch * ch * pin
+        if total == 0:
+            return out
+        x3 = self.reshape(batch, ch, pin) if self.is_contiguous() else I._contig(self).view(batch, ch, pin)
+        i3 = indices.reshape(batch, ch, pin) if indices.is_contiguous() else I._contig(indices).view(batch, ch, pin)
+        o = out if out.is_contiguous() else I._empty(out.shape, out.dtype, out.device)
+        if o is not out:
+            I.fill_into(o, 0)
+        o3 = o.view(batch, ch, pout)
+        _unpool_kernel[(triton.cdiv(total, _BLOCK),)](x3, i3, o3, total, ch, pin, pout, *x3.stride(), *i3.stride(),
+                                                      o3.stride(0), o3.stride(1), BLOCK=_BLOCK)
+        if o is not out:
+            I.copy_into(out, o)
+        return out
+
+    return fn
+
+
+# ------------------------------------------------------------------- table ----
 KERNELS: dict[str, Callable] = {}
+
+
+def _reg(names, fn):
+    for n in names:
+        KERNELS[n] = fn
+
+
+_avg2_f, _avg2_b = _avg_pool(2)
+_avg3_f, _avg3_b = _avg_pool(3)
+_reg(("avg_pool2d", "avg_pool2d.out"), _avg2_f)
+_reg(("avg_pool2d_backward", "avg_pool2d_backward.grad_input"), _avg2_b)
+_reg(("avg_pool3d", "avg_pool3d.out"), _avg3_f)
+_reg(("avg_pool3d_backward", "avg_pool3d_backward.grad_input"), _avg3_b)
+_max3_f, _max3_b = _max_pool(3)
+_reg(("max_pool3d_with_indices", "max_pool3d_with_indices.out"), _max3_f)
+_reg(("max_pool3d_with_indices_backward", "max_pool3d_with_indices_backward.grad_input"), _max3_b)
+_amax2_f, _amax2_b = _adaptive_max_pool(2)
+_amax3_f, _amax3_b = _adaptive_max_pool(3)
+_reg(("adaptive_max_pool2d", "adaptive_max_pool2d.out"), _amax2_f)
+_reg(("adaptive_max_pool2d_backward", "adaptive_max_pool2d_backward.grad_input"), _amax2_b)
+_reg(("adaptive_max_pool3d", "adaptive_max_pool3d.out"), _amax3_f)
+_reg(("adaptive_max_pool3d_backward", "adaptive_max_pool3d_backward.grad_input"), _amax3_b)
+_aavg3_f, _aavg3_b = _adaptive_avg_pool(3)
+_reg(("_adaptive_avg_pool3d", "adaptive_avg_pool3d.out"), _aavg3_f)
+_reg(("_adaptive_avg_pool3d_backward", "adaptive_avg_pool3d_backward.grad_input"), _aavg3_b)
+_reg(("max_unpool2d", "max_unpool2d.out"), _max_unpool(2))
+_reg(("max_unpool3d", "max_unpool3d.out"), _max_unpool(3))
