@@ -479,6 +479,251 @@ def _max_unpool(nsp):
     return fn
 
 
+# ---------------------------------------------- resampling / padding ---------
+# Per-dim source maps of `_resample_kernel` (each output index -> T taps of input index + weight).
+_NEAREST = tl.constexpr(0)
+_NEAREST_EXACT = tl.constexpr(1)
+_LINEAR = tl.constexpr(2)
+_CUBIC = tl.constexpr(3)
+_REFLECT = tl.constexpr(4)
+_REPLICATE = tl.constexpr(5)
+RESAMPLE = {"nearest": 0, "nearest_exact": 1, "linear": 2, "cubic": 3, "reflect": 4, "replicate": 5}
+_TAPS = {"nearest": 1, "nearest_exact": 1, "linear": 2, "cubic": 4, "reflect": 1, "replicate": 1}
+
+
+@triton.jit
+def _cubic_coeff(t, j: tl.constexpr):
+    # get_cubic_upsample_coefficients of aten (A = -0.75)
+    A = -0.75
+    if j == 0:
+        x = t + 1.0
+        return ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A
+    elif j == 1:
+        return ((A + 2.0) * t - (A + 3.0)) * t * t + 1.0
+    elif j == 2:
+        x = 1.0 - t
+        return ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+    else:
+        x = 2.0 - t
+        return ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A
+
+
+@triton.jit
+def _tap(o, I, O, param, j: tl.constexpr, MODE: tl.constexpr, ALIGN: tl.constexpr, T: tl.constexpr,
+         FT: tl.constexpr):
+    """Input index and weight of tap j for output index o along one dim. `param` is the
+    scale (input/output ratio, a double passed as its int64 bits) or, for padding, the
+    left pad. A dim with T == 1 in a linear/cubic mode is a dummy (size-1) dim."""
+    if MODE == _REFLECT:
+        i = o - param
+        i = tl.where(i < 0, -i, i)
+        i = tl.where(i >= I, 2 * (I - 1) - i, i)
+        return i, 1.0
+    elif MODE == _REPLICATE:
+        i = tl.minimum(tl.maximum(o - param, 0), I - 1)
+        return i, 1.0
+    elif (MODE == _LINEAR or MODE == _CUBIC) and T == 1:
+        return o, 1.0
+    else:
+        r64 = param.to(tl.int64).to(tl.float64, bitcast=True)
+        if MODE == _NEAREST or MODE == _NEAREST_EXACT:
+            # aten computes nearest indices in float whatever the dtype
+            s = r64.to(tl.float32)
+            if MODE == _NEAREST:
+                src = tl.floor(o.to(tl.float32) * s).to(tl.int64)
+                src = tl.where(O == I, o, tl.where(O == 2 * I, o // 2, src))
+            else:
+                src = tl.floor((o.to(tl.float32) + 0.5) * s).to(tl.int64)
+            return tl.minimum(src, I - 1), 1.0
+        else:
+            s = r64.to(FT)
+            of = o.to(FT)
+            if ALIGN:
+                real = s * of
+            else:
+                real = s * (of + 0.5) - 0.5
+            if MODE == _LINEAR:
+                real = tl.maximum(real, 0.0)
+            i0 = tl.minimum(tl.floor(real).to(tl.int64), I - 1)
+            lam = tl.minimum(tl.maximum(real - i0.to(FT), 0.0), 1.0)
+            if MODE == _LINEAR:
+                if j == 0:
+                    return tl.where(O == I, o, i0), tl.where(O == I, 1.0, 1.0 - lam)
+                else:
+                    return tl.where(O == I, o, tl.where(i0 < I - 1, i0 + 1, i0)), tl.where(O == I, 0.0, lam)
+            else:
+                i = tl.minimum(tl.maximum(i0 - 1 + j, 0), I - 1)
+                return i, _cubic_coeff(lam, j)
+
+
+@triton.jit
+def _resample_kernel(x, out, total, C, ID, IH, IW, OD, OH, OW,
+                     xs0, xs1, xs2, xs3, xs4, os0, os1, os2, os3, os4, PD, PH, PW,
+                     MODE: tl.constexpr, ALIGN: tl.constexpr, TD: tl.constexpr, TH: tl.constexpr,
+                     TW: tl.constexpr, BWD: tl.constexpr, CDT: tl.constexpr, ODT: tl.constexpr,
+                     BLOCK: tl.constexpr):
+    """Lanes over output elements; each is a weighted sum of TD*TH*TW input taps
+    (upsampling, padding). Forward: out[o] = sum w * x[tap]. Backward (BWD): x is the
+    output grad and out an fp32/fp64 accumulator of the input's shape: out[tap] += w * x[o]
+    with atomics (taps of neighbouring outputs overlap)."""
+    FT: tl.constexpr = tl.float64 if CDT == K.F64 else tl.float32
+    lin = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = lin < total
+    n, c, od, oh, ow = _decompose5(lin, C, OD, OH, OW)
+    if BWD:
+        gv = K._to_cdt(tl.load(x + n * xs0 + c * xs1 + od * xs2 + oh * xs3 + ow * xs4, mask=mask, other=0), CDT)
+        base = n * os0 + c * os1
+    else:
+        base = n * xs0 + c * xs1
+        acc = tl.zeros([BLOCK], dtype=FT)
+    for td in tl.static_range(TD):
+        idd, wd = _tap(od, ID, OD, PD, td, MODE, ALIGN, TD, FT)
+        acc_h = tl.zeros([BLOCK], dtype=FT)
+        for th in tl.static_range(TH):
+            ih, wh = _tap(oh, IH, OH, PH, th, MODE, ALIGN, TH, FT)
+            acc_w = tl.zeros([BLOCK], dtype=FT)
+            for tw in tl.static_range(TW):
+                iw, ww = _tap(ow, IW, OW, PW, tw, MODE, ALIGN, TW, FT)
+                if BWD:
+                    tl.atomic_add(out + base + idd * os2 + ih * os3 + iw * os4, (gv * (wd * wh * ww)).to(FT),
+                                  mask=mask)
+                else:
+                    v = K._to_cdt(tl.load(x + base + idd * xs2 + ih * xs3 + iw * xs4, mask=mask, other=0), CDT)
+                    acc_w += v * ww
+            if not BWD:
+                acc_h += acc_w * wh
+        if not BWD:
+            acc += acc_h * wd
+    if not BWD:
+        if (MODE == _LINEAR) or (MODE == _CUBIC):
+            res = acc
+        else:
+            res = v  # one tap of weight 1: keep the exact value (ints too)
+        tl.store(out + n * os0 + c * os1 + od * os2 + oh * os3 + ow * os4, K._to_odt(res, ODT), mask=mask)
+
+
+def _f64_bits(v: float) -> int:
+    import struct
+    return struct.unpack("<q", struct.pack("<d", float(v)))[0]
+
+
+def _resample_params(mode, isz, osz, align, scales):
+    """Per-dim kernel param: the source scale as double bits (upsampling), as aten's
+    area_pixel_compute_scale; padding passes its left pads directly."""
+    out = []
+    for i, o, sc in zip(isz, osz, scales):
+        if align:
+            r = (i - 1) / (o - 1) if o > 1 else 0.0
+        elif sc is not None and sc > 0:
+            r = 1.0 / sc
+        else:
+            r = i / o
+        out.append(_f64_bits(r))
+    return out
+
+
+def _resample_launch(mode, nsp, src, dst, params, align, bwd):
+    """src/dst: user tensors; forward iterates dst (output), backward iterates src (grad_output)."""
+    s5, d5 = _as5d(src, nsp), _as5d(dst, nsp)
+    it = s5 if bwd else d5
+    total = it.numel()
+    if total == 0:
+        return
+    isz = list((d5 if bwd else s5).shape[2:])
+    osz = list(it.shape[2:])
+    if not bwd and s5.numel() == 0:
+        raise RuntimeError(f"{mode}: input has a zero-sized non-batch dimension")
+    taps = [1] * (3 - nsp) + [_TAPS[mode]] * nsp
+    p = [0] * (3 - nsp) + list(params)
+    cd = I._cdt(src.dtype)
+    _resample_kernel[(triton.cdiv(total, _BLOCK),)](
+        s5, d5, total, it.shape[1], *isz, *osz, *s5.stride(), *d5.stride(), *p,
+        MODE=RESAMPLE[mode], ALIGN=bool(align), TD=taps[0], TH=taps[1], TW=taps[2], BWD=bwd,
+        CDT=cd, ODT=I._odt(dst.dtype), BLOCK=_BLOCK)
+
+
+def _acc_for(dtype):
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _scatter_back(mode, nsp, grad_output, in_shape, params, align, grad_input):
+    """Backward of a resampling/padding op: atomics into a zeroed fp32/fp64 buffer, then cast."""
+    dt = grad_output.dtype
+    if dt not in I._FLOATS:
+        raise Unsupported(f"{mode} backward for dtype {dt}")
+    gi = _alloc(grad_input, in_shape, dt, grad_output.device)
+    acc_dt = _acc_for(dt)
+    acc = gi if (gi.dtype == acc_dt and gi.is_contiguous()) else I._empty(in_shape, acc_dt, gi.device)
+    I.fill_into(acc, 0)
+    _resample_launch(mode, nsp, grad_output, acc, params, align, True)
+    if acc is not gi:
+        I.copy_into(gi, acc)
+    return gi
+
+
+def _upsample(mode, nsp, has_align):
+    def split(rest):
+        rest = list(rest)
+        align = bool(rest.pop(0)) if has_align else False
+        scales = rest + [None] * (nsp - len(rest))
+        return align, scales[:nsp]
+
+    def fwd(self, output_size, *rest, out=None):
+        align, scales = split(rest)
+        if mode in ("linear", "cubic"):
+            _check_float_or(self.dtype, f"upsample ({mode})")
+        osz = list(output_size)
+        if len(osz) != nsp:
+            raise RuntimeError(f"It is expected output_size equals to {nsp}, but got size {len(osz)}")
+        if self.dim() != nsp + 2:
+            raise RuntimeError(f"It is expected input to be a {nsp + 2}-D tensor, but got {self.dim()}-D")
+        isz = list(self.shape[2:])
+        out = _alloc(out, list(self.shape[:2]) + osz, self.dtype, self.device)
+        _resample_launch(mode, nsp, self, out, _resample_params(mode, isz, osz, align, scales), align, False)
+        return out
+
+    def bwd(grad_output, output_size, input_size, *rest, grad_input=None):
+        align, scales = split(rest)
+        isz = list(input_size)[2:]
+        params = _resample_params(mode, isz, list(output_size), align, scales)
+        return _scatter_back(mode, nsp, grad_output, list(input_size), params, align, grad_input)
+
+    return fwd, bwd
+
+
+def _pad(mode, nsp):
+    def pads(padding):
+        pl = list(padding)
+        if len(pl) != 2 * nsp:
+            raise RuntimeError(f"padding size is expected to be {2 * nsp}, but got: {len(pl)}")
+        # padding lists the last dim first: (left_w, right_w, top_h, bottom_h, front_d, back_d)
+        return [(pl[2 * k], pl[2 * k + 1]) for k in reversed(range(nsp))]
+
+    def out_shape(self, pp):
+        sp = [s + a + b for s, (a, b) in zip(self.shape[self.dim() - nsp:], pp)]
+        return list(self.shape[: self.dim() - nsp]) + sp
+
+    def fwd(self, padding, *, out=None):
+        pp = pads(padding)
+        if self.dim() not in (nsp + 1, nsp + 2):
+            raise RuntimeError(f"Expected {nsp + 1}D or {nsp + 2}D tensor for {mode} padding, got {self.dim()}D")
+        for s, (a, b) in zip(self.shape[self.dim() - nsp:], pp):
+            if mode == "reflect" and (a >= s or b >= s):
+                raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input "
+                                   f"dimension, but got: padding ({a}, {b}) at dimension of input {s}")
+            if s + a + b < 1:
+                raise RuntimeError(f"input (size {s}) with padding ({a}, {b}) gives an empty output")
+        out = _alloc(out, out_shape(self, pp), self.dtype, self.device)
+        _resample_launch(mode, nsp, self, out, [a for a, _ in pp], False, False)
+        return out
+
+    def bwd(grad_output, self, padding, *, grad_input=None):
+        pp = pads(padding)
+        return _scatter_back(mode, nsp, grad_output, list(self.shape), [a for a, _ in pp], False, grad_input)
+
+    return fwd, bwd
+
+
 # ------------------------------------------------------------------- table ----
 KERNELS: dict[str, Callable] = {}
 
@@ -508,3 +753,18 @@ _reg(("_adaptive_avg_pool3d", "adaptive_avg_pool3d.out"), _aavg3_f)
 _reg(("_adaptive_avg_pool3d_backward", "adaptive_avg_pool3d_backward.grad_input"), _aavg3_b)
 _reg(("max_unpool2d", "max_unpool2d.out"), _max_unpool(2))
 _reg(("max_unpool3d", "max_unpool3d.out"), _max_unpool(3))
+for _nsp, _sfx in ((1, "1d"), (2, "2d"), (3, "3d")):
+    for _mode, _name in (("nearest", "upsample_nearest"), ("nearest_exact", "_upsample_nearest_exact")):
+        _f, _b = _upsample(_mode, _nsp, False)
+        _reg((f"{_name}{_sfx}", f"{_name}{_sfx}.out"), _f)
+        _reg((f"{_name}{_sfx}_backward", f"{_name}{_sfx}_backward.grad_input"), _b)
+    for _mode in ("reflect", "replicate"):
+        _name = "reflection_pad" if _mode == "reflect" else "replication_pad"
+        _f, _b = _pad(_mode, _nsp)
+        _reg((f"{_name}{_sfx}", f"{_name}{_sfx}.out"), _f)
+        _reg((f"{_name}{_sfx}_backward", f"{_name}{_sfx}_backward.grad_input"), _b)
+for _name, _mode, _nsp in (("upsample_linear1d", "linear", 1), ("upsample_bilinear2d", "linear", 2),
+                           ("upsample_trilinear3d", "linear", 3), ("upsample_bicubic2d", "cubic", 2)):
+    _f, _b = _upsample(_mode, _nsp, True)
+    _reg((_name, _name + ".out"), _f)
+    _reg((_name + "_backward", _name + "_backward.grad_input"), _b)
