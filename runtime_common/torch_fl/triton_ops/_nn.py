@@ -724,6 +724,329 @@ def _pad(mode, nsp):
     return fwd, bwd
 
 
+# ------------------------------------------------------------------ losses ---
+@triton.jit
+def _nll_fwd_kernel(x, tgt, w, loss, wsum, total, C, S, xs0, xs1, xs2, ts0, ts1, ignore_index,
+                    HAS_W: tl.constexpr, CDT: tl.constexpr, ODT: tl.constexpr, BLOCK: tl.constexpr):
+    """Per target element (n, s): loss = -w[t] * x[n, t, s] and its weight (0 when ignored).
+    Out-of-range targets are skipped (aten raises; that needs a host sync)."""
+    lin = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = lin < total
+    s = lin % S
+    n = lin // S
+    t = tl.load(tgt + n * ts0 + s * ts1, mask=mask, other=0).to(tl.int64)
+    ok = mask & (t != ignore_index) & (t >= 0) & (t < C)
+    v = K._to_cdt(tl.load(x + n * xs0 + t * xs1 + s * xs2, mask=ok, other=0), CDT)
+    if HAS_W:
+        wt = K._to_cdt(tl.load(w + t, mask=ok, other=0), CDT)
+    else:
+        wt = tl.where(ok, 1.0, 0.0).to(v.dtype)
+    wt = tl.where(ok, wt, 0.0)
+    tl.store(loss + lin, K._to_odt(tl.where(ok, -v * wt, 0.0), ODT), mask=mask)
+    tl.store(wsum + lin, K._to_odt(wt, ODT), mask=mask)
+
+
+@triton.jit
+def _nll_bwd_kernel(g, tgt, w, tw, gi, total, C, S, gs0, gs1, ts0, ts1, os0, os1, os2, ignore_index,
+                    HAS_W: tl.constexpr, MEAN: tl.constexpr, CDT: tl.constexpr, ODT: tl.constexpr,
+                    BLOCK: tl.constexpr):
+    """grad_input[n, c, s] = -w[c] * grad (/ total_weight for 'mean') where c == target[n, s], else 0.
+    The grad's strides are 0 for a reduced (0-dim) grad."""
+    lin = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = lin < total
+    s = lin % S
+    r = lin // S
+    c = r % C
+    n = r // C
+    t = tl.load(tgt + n * ts0 + s * ts1, mask=mask, other=0).to(tl.int64)
+    hit = mask & (t == c) & (t != ignore_index)
+    gv = K._to_cdt(tl.load(g + n * gs0 + s * gs1, mask=hit, other=0), CDT)
+    if HAS_W:
+        gv = gv * K._to_cdt(tl.load(w + c, mask=hit, other=0), CDT)
+    if MEAN:
+        gv = gv / K._to_cdt(tl.load(tw), CDT)
+    tl.store(gi + n * os0 + c * os1 + s * os2, K._to_odt(tl.where(hit, -gv, 0.0), ODT), mask=mask)
+
+
+def _nll_check(self, target, weight):
+    _check_float_or(self.dtype, "nll_loss2d")
+    if self.dim() != 4:
+        raise RuntimeError(f"only batches of spatial inputs supported (4D tensors), but got input of size: "
+                           f"{list(self.shape)}")
+    if target.dim() != 3 or tuple(target.shape) != (self.shape[0], self.shape[2], self.shape[3]):
+        raise RuntimeError(f"only batches of spatial targets supported (3D tensors) but got targets of size: "
+                           f"{list(target.shape)}")
+    if weight is not None and weight.numel() != self.shape[1]:
+        raise RuntimeError(f"weight tensor should be defined either for all {self.shape[1]} classes or no "
+                           f"classes but got weight tensor of shape: {list(weight.shape)}")
+
+
+def _nsc(t: torch.Tensor) -> torch.Tensor:
+    """(N, C, H, W) -> strided (N, C, H*W) view (a copy only when H, W cannot merge)."""
+    n, c = t.shape[0], t.shape[1]
+    try:
+        return t.view(n, c, -1)
+    except RuntimeError:
+        return I._contig(t).view(n, c, -1)
+
+
+def nll_loss2d_forward(self, target, weight, reduction, ignore_index, *, output=None, total_weight=None):
+    _nll_check(self, target, weight)
+    n, c, h, w_ = self.shape
+    dev, dt = self.device, self.dtype
+    cd = I._cdt_torch(dt)
+    x3 = _nsc(self)
+    t2 = target.reshape(n, h * w_) if target.is_contiguous() else I._contig(target).view(n, h * w_)
+    wt = I._contig(weight) if weight is not None else x3
+    total = n * h * w_
+    loss = I._empty((n, h, w_), dt if reduction == 0 else cd, dev)
+    wsum = I._empty((n, h, w_), cd, dev)
+    if total:
+        _nll_fwd_kernel[(triton.cdiv(total, _BLOCK),)](x3, t2, wt, loss, wsum, total, c, h * w_, *x3.stride(),
+                                                       *t2.stride(), int(ignore_index), HAS_W=weight is not None,
+                                                       CDT=I._cdt(dt), ODT=I._odt(loss.dtype), BLOCK=_BLOCK)
+    tw = _alloc(total_weight, (), dt, dev)
+    if reduction == 0:
+        out = _alloc(output, (n, h, w_), dt, dev)
+        I.fill_into(tw, 0)
+        if out is not loss:
+            I.copy_into(out, loss)
+        return out, tw
+    lsum = I._reduce(loss, None, False, "sum", cd, cd)
+    wtot = I._reduce(wsum, None, False, "sum", cd, cd)
+    I.copy_into(tw, wtot)
+    out = _alloc(output, (), dt, dev)
+    if reduction == 1:
+        I.launch_pointwise("div", out, [lsum, wtot], I._cdt(cd))
+    else:
+        I.copy_into(out, lsum)
+    return out, tw
+
+
+def nll_loss2d_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight, *,
+                        grad_input=None):
+    _nll_check(self, target, weight)
+    n, c, h, w_ = self.shape
+    gi = _alloc(grad_input, self.shape, self.dtype, self.device)
+    total = gi.numel()
+    if total == 0:
+        return gi
+    gi3 = gi.view(n, c, h * w_) if gi.is_contiguous() else I._empty((n, c, h * w_), gi.dtype, gi.device)
+    t2 = target.reshape(n, h * w_) if target.is_contiguous() else I._contig(target).view(n, h * w_)
+    if reduction == 0:
+        g2 = grad_output.reshape(n, h * w_) if grad_output.is_contiguous() else I._contig(grad_output).view(
+            n, h * w_)
+        gst = g2.stride()
+    else:
+        g2, gst = grad_output, (0, 0)
+    wt = I._contig(weight) if weight is not None else gi3
+    _nll_bwd_kernel[(triton.cdiv(total, _BLOCK),)](g2, t2, wt, total_weight, gi3, total, c, h * w_, *gst,
+                                                   *t2.stride(), *gi3.stride(), int(ignore_index),
+                                                   HAS_W=weight is not None, MEAN=reduction == 1,
+                                                   CDT=I._cdt(self.dtype), ODT=I._odt(gi.dtype), BLOCK=_BLOCK)
+    if not gi.is_contiguous():
+        I.copy_into(gi, gi3.view(gi.shape))
+    return gi
+
+
+# -------------------------------------------------------------- batch norm ---
+@triton.jit
+def _bn_fwd_kernel(x, w, b, rm, rv, out, smean, sinv, N, S, xs0, xs1, xs2, os0, os1, os2, mom_bits, eps_bits,
+                   TRAIN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_RUN: tl.constexpr,
+                   CDT: tl.constexpr, ODT: tl.constexpr, SDT: tl.constexpr, RDT: tl.constexpr,
+                   BLOCK: tl.constexpr):
+    """One program per channel c over its N*S elements: statistics (two passes, as aten),
+    running-stat update, then out = x * alpha + beta with alpha = invstd * w, beta = b - mean * alpha."""
+    FT: tl.constexpr = tl.float64 if CDT == K.F64 else tl.float32
+    c = tl.program_id(0).to(tl.int64)
+    M = N * S
+    mom = mom_bits.to(tl.int64).to(tl.float64, bitcast=True).to(FT)
+    eps = eps_bits.to(tl.int64).to(tl.float64, bitcast=True).to(FT)
+    offs = tl.arange(0, BLOCK)
+    if TRAIN:
+        acc = tl.zeros([BLOCK], dtype=FT)
+        for k0 in range(0, M, BLOCK):
+            j = k0 + offs
+            m = j < M
+            acc += tl.load(x + (j // S) * xs0 + c * xs1 + (j % S) * xs2, mask=m, other=0).to(FT)
+        mean = tl.sum(acc, axis=0) / M
+        acc2 = tl.zeros([BLOCK], dtype=FT)
+        for k0 in range(0, M, BLOCK):
+            j = k0 + offs
+            m = j < M
+            d = tl.load(x + (j // S) * xs0 + c * xs1 + (j % S) * xs2, mask=m, other=0).to(FT) - mean
+            acc2 += tl.where(m, d * d, 0.0)
+        var_sum = tl.sum(acc2, axis=0)
+        invstd = 1.0 / tl.sqrt(var_sum / M + eps)
+        tl.store(smean + c, K._to_odt(mean, SDT))
+        tl.store(sinv + c, K._to_odt(invstd, SDT))
+        if HAS_RUN:
+            old_m = tl.load(rm + c).to(FT)
+            old_v = tl.load(rv + c).to(FT)
+            tl.store(rm + c, K._to_odt(mom * mean + (1.0 - mom) * old_m, RDT))
+            tl.store(rv + c, K._to_odt(mom * var_sum / (M - 1) + (1.0 - mom) * old_v, RDT))
+    else:
+        mean = tl.load(rm + c).to(FT)
+        invstd = 1.0 / tl.sqrt(tl.load(rv + c).to(FT) + eps)
+    alpha = invstd
+    if HAS_W:
+        alpha = invstd * tl.load(w + c).to(FT)
+    beta = -mean * alpha
+    if HAS_B:
+        beta = tl.load(b + c).to(FT) - mean * alpha
+    for k0 in range(0, M, BLOCK):
+        j = k0 + offs
+        m = j < M
+        n = j // S
+        s = j % S
+        v = tl.load(x + n * xs0 + c * xs1 + s * xs2, mask=m, other=0).to(FT)
+        tl.store(out + n * os0 + c * os1 + s * os2, K._to_odt(v * alpha + beta, ODT), mask=m)
+
+
+@triton.jit
+def _bn_bwd_kernel(g, x, w, mean_p, inv_p, dx, dw, db, N, S, gs0, gs1, gs2, xs0, xs1, xs2, os0, os1, os2,
+                   eps_bits, TRAIN: tl.constexpr, HAS_W: tl.constexpr, NEED_DX: tl.constexpr,
+                   NEED_DW: tl.constexpr, NEED_DB: tl.constexpr, CDT: tl.constexpr, ODT: tl.constexpr,
+                   WDT: tl.constexpr, BLOCK: tl.constexpr):
+    """One program per channel: sum(g), sum(g * (x - mean)); then dx (training: through the
+    batch statistics; eval: g * invstd * w), dw = sum(g*(x-mean)) * invstd, db = sum(g).
+    mean_p/inv_p: saved mean/invstd (training) or running mean/var (eval)."""
+    FT: tl.constexpr = tl.float64 if CDT == K.F64 else tl.float32
+    c = tl.program_id(0).to(tl.int64)
+    M = N * S
+    eps = eps_bits.to(tl.int64).to(tl.float64, bitcast=True).to(FT)
+    offs = tl.arange(0, BLOCK)
+    mean = tl.load(mean_p + c).to(FT)
+    if TRAIN:
+        invstd = tl.load(inv_p + c).to(FT)
+    else:
+        invstd = 1.0 / tl.sqrt(tl.load(inv_p + c).to(FT) + eps)
+    sg = tl.zeros([BLOCK], dtype=FT)
+    sgx = tl.zeros([BLOCK], dtype=FT)
+    for k0 in range(0, M, BLOCK):
+        j = k0 + offs
+        m = j < M
+        n = j // S
+        s = j % S
+        gv = tl.load(g + n * gs0 + c * gs1 + s * gs2, mask=m, other=0).to(FT)
+        xv = tl.load(x + n * xs0 + c * xs1 + s * xs2, mask=m, other=0).to(FT)
+        sg += gv
+        sgx += tl.where(m, gv * (xv - mean), 0.0)
+    sum_g = tl.sum(sg, axis=0)
+    sum_gx = tl.sum(sgx, axis=0)
+    wc = 1.0
+    if HAS_W:
+        wc = tl.load(w + c).to(FT)
+    if NEED_DX:
+        k = sum_gx * invstd * invstd / M
+        gmean = sum_g / M
+        for k0 in range(0, M, BLOCK):
+            j = k0 + offs
+            m = j < M
+            n = j // S
+            s = j % S
+            gv = tl.load(g + n * gs0 + c * gs1 + s * gs2, mask=m, other=0).to(FT)
+            if TRAIN:
+                xv = tl.load(x + n * xs0 + c * xs1 + s * xs2, mask=m, other=0).to(FT)
+                r = (gv - gmean - (xv - mean) * k) * invstd * wc
+            else:
+                r = gv * invstd * wc
+            tl.store(dx + n * os0 + c * os1 + s * os2, K._to_odt(r, ODT), mask=m)
+    if NEED_DW:
+        tl.store(dw + c, K._to_odt(sum_gx * invstd, WDT))
+    if NEED_DB:
+        tl.store(db + c, K._to_odt(sum_g, WDT))
+
+
+def _bits64(v) -> int:
+    return _f64_bits(float(v))
+
+
+def _bn_forward(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    _check_float_or(input.dtype, "batch_norm")
+    if input.dim() < 2:
+        raise RuntimeError(f"batch_norm: expected at least 2D input (got {input.dim()}D input)")
+    nb, ch = input.shape[0], input.shape[1]
+    dev = input.device
+    sdt = torch.float64 if input.dtype == torch.float64 else torch.float32
+    x3 = _nsc(input) if input.dim() > 2 else input.unsqueeze(2)
+    out = I._empty(input.shape, input.dtype, dev)
+    o3 = out.view(nb, ch, -1) if input.dim() > 2 else out.unsqueeze(2)
+    has_run = running_mean is not None and running_var is not None
+    if not training and not has_run:
+        raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
+    if training:
+        smean, sinv = I._empty((ch,), sdt, dev), I._empty((ch,), sdt, dev)
+    else:
+        smean, sinv = I._empty((0,), sdt, dev), I._empty((0,), sdt, dev)
+    if training and x3.shape[0] * x3.shape[2] <= 1 and ch:
+        raise RuntimeError(f"Expected more than 1 value per channel when training, got input size "
+                           f"{list(input.shape)}")
+    rm = running_mean if has_run else smean
+    rv = running_var if has_run else sinv
+    if ch:
+        _bn_fwd_kernel[(ch,)](x3, weight if weight is not None else x3, bias if bias is not None else x3, rm, rv,
+                              o3, smean, sinv, x3.shape[0], x3.shape[2], *x3.stride(), *o3.stride(),
+                              _bits64(momentum), _bits64(eps), TRAIN=bool(training), HAS_W=weight is not None,
+                              HAS_B=bias is not None, HAS_RUN=has_run, CDT=I._cdt(input.dtype),
+                              ODT=I._odt(input.dtype), SDT=I._odt(sdt), RDT=I._odt(rm.dtype), BLOCK=_BLOCK)
+    return out, smean, sinv
+
+
+def _native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    return _bn_forward(input, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+def _native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, eps):
+    return _bn_forward(input, weight, bias, None, None, training, momentum, eps)
+
+
+def _batch_norm_with_update(input, weight, bias, running_mean, running_var, momentum, eps):
+    out, m, v = _bn_forward(input, weight, bias, running_mean, running_var, True, momentum, eps)
+    return out, m, v, I._empty((0,), torch.uint8, input.device)
+
+
+def _batch_norm_with_update_functional(input, weight, bias, running_mean, running_var, momentum, eps):
+    rm = I.copy_into(I._empty(running_mean.shape, running_mean.dtype, input.device), running_mean)
+    rv = I.copy_into(I._empty(running_var.shape, running_var.dtype, input.device), running_var)
+    out, m, v = _bn_forward(input, weight, bias, rm, rv, True, momentum, eps)
+    return out, m, v, I._empty((0,), torch.uint8, input.device), rm, rv
+
+
+def _bn_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
+                 output_mask):
+    _check_float_or(input.dtype, "batch_norm_backward")
+    nb, ch = input.shape[0], input.shape[1]
+    dev = input.device
+    x3 = _nsc(input) if input.dim() > 2 else input.unsqueeze(2)
+    g3 = _nsc(grad_out) if grad_out.dim() > 2 else grad_out.unsqueeze(2)
+    wdt = weight.dtype if weight is not None else input.dtype
+    dx = I._empty(input.shape, input.dtype, dev) if output_mask[0] else None
+    dw = I._empty((ch,), wdt, dev) if output_mask[1] else None
+    db = I._empty((ch,), wdt, dev) if output_mask[2] else None
+    d3 = (dx.view(nb, ch, -1) if input.dim() > 2 else dx.unsqueeze(2)) if dx is not None else x3
+    if train:
+        mp, ip = save_mean, save_invstd
+    else:
+        mp, ip = running_mean, running_var
+    if mp is None or ip is None:
+        raise RuntimeError("batch_norm_backward: the saved (training) or running (eval) statistics are missing")
+    if ch:
+        _bn_bwd_kernel[(ch,)](g3, x3, weight if weight is not None else x3, mp, ip, d3,
+                              dw if dw is not None else x3, db if db is not None else x3,
+                              x3.shape[0], x3.shape[2], *g3.stride(), *x3.stride(), *d3.stride(), _bits64(eps),
+                              TRAIN=bool(train), HAS_W=weight is not None, NEED_DX=dx is not None,
+                              NEED_DW=dw is not None, NEED_DB=db is not None, CDT=I._cdt(input.dtype),
+                              ODT=I._odt(input.dtype), WDT=I._odt(wdt), BLOCK=_BLOCK)
+    return dx, dw, db
+
+
+def batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps,
+                        output_mask, reserve):
+    return _bn_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps,
+                        output_mask)
+
+
 # ------------------------------------------------------------------- table ----
 KERNELS: dict[str, Callable] = {}
 
@@ -768,3 +1091,12 @@ for _name, _mode, _nsp in (("upsample_linear1d", "linear", 1), ("upsample_biline
     _f, _b = _upsample(_mode, _nsp, True)
     _reg((_name, _name + ".out"), _f)
     _reg((_name + "_backward", _name + "_backward.grad_input"), _b)
+KERNELS["nll_loss2d_forward"] = nll_loss2d_forward
+KERNELS["nll_loss2d_forward.output"] = nll_loss2d_forward
+KERNELS["nll_loss2d_backward"] = nll_loss2d_backward
+KERNELS["nll_loss2d_backward.grad_input"] = nll_loss2d_backward
+KERNELS["_native_batch_norm_legit"] = _native_batch_norm_legit
+KERNELS["_native_batch_norm_legit.no_stats"] = _native_batch_norm_legit_no_stats
+KERNELS["_batch_norm_with_update"] = _batch_norm_with_update
+KERNELS["_batch_norm_with_update_functional"] = _batch_norm_with_update_functional
+KERNELS["batch_norm_backward"] = batch_norm_backward

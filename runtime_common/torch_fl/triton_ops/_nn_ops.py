@@ -40,4 +40,9 @@ OPS: tuple[str, ...] = (
     "upsample_trilinear3d", "upsample_trilinear3d.out", "upsample_trilinear3d_backward",
     "upsample_trilinear3d_backward.grad_input", "upsample_bicubic2d", "upsample_bicubic2d.out",
     "upsample_bicubic2d_backward", "upsample_bicubic2d_backward.grad_input",
+    # losses
+    "nll_loss2d_forward", "nll_loss2d_forward.output", "nll_loss2d_backward", "nll_loss2d_backward.grad_input",
+    # batch norm (native_batch_norm(_backward) has a vendor kernel on npu)
+    "_native_batch_norm_legit", "_native_batch_norm_legit.no_stats", "_batch_norm_with_update",
+    "_batch_norm_with_update_functional", "batch_norm_backward",
 )
