@@ -849,6 +849,311 @@ def nll_loss2d_backward(grad_output, self, target, weight, reduction, ignore_ind
     return gi
 
 
+# elementwise losses: one kernel, forward (per-element loss) or backward (its grad)
+_L_MSE = tl.constexpr(0)
+_L_HUBER = tl.constexpr(1)
+_L_SMOOTH_L1 = tl.constexpr(2)
+_L_BCE = tl.constexpr(3)
+LOSS = {"mse": 0, "huber": 1, "smooth_l1": 2, "bce": 3}
+
+
+@triton.jit
+def _ew_loss_kernel(x, y, w, g, out, total, gstride, p_bits, norm_bits, OP: tl.constexpr, BWD: tl.constexpr,
+                    HAS_W: tl.constexpr, CDT: tl.constexpr, ODT: tl.constexpr, BLOCK: tl.constexpr):
+    """x, y, w, out: contiguous buffers of one shape; g (backward) has stride gstride (0: a
+    reduced grad). p: delta (huber) / beta (smooth_l1); norm: 1/numel for 'mean' (backward)."""
+    lin = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = lin < total
+    a = K._to_cdt(tl.load(x + lin, mask=mask, other=0), CDT)
+    b = K._to_cdt(tl.load(y + lin, mask=mask, other=0), CDT)
+    p = p_bits.to(tl.int64).to(tl.float64, bitcast=True).to(a.dtype)
+    d = a - b
+    z = tl.abs(d)
+    if not BWD:
+        if OP == _L_MSE:
+            r = d * d
+        elif OP == _L_HUBER:
+            r = tl.where(z < p, 0.5 * z * z, p * (z - 0.5 * p))
+        elif OP == _L_SMOOTH_L1:
+            r = tl.where(z < p, 0.5 * z * z / p, z - 0.5 * p)
+        else:
+            # aten clamps the logs at -100
+            r = -(b * tl.maximum(tl.log(a), -100.0) + (1.0 - b) * tl.maximum(tl.log(1.0 - a), -100.0))
+    else:
+        norm = norm_bits.to(tl.int64).to(tl.float64, bitcast=True).to(a.dtype)
+        gv = K._to_cdt(tl.load(g + lin * gstride, mask=mask, other=0), CDT)
+        if OP == _L_MSE:
+            r = 2.0 * norm * d * gv
+        elif OP == _L_HUBER:
+            r = tl.where(d < -p, -norm * gv * p, tl.where(d > p, norm * gv * p, norm * d * gv))
+        elif OP == _L_SMOOTH_L1:
+            r = tl.where(d <= -p, -norm * gv, tl.where(d >= p, norm * gv, norm * d * gv / p))
+        else:
+            r = norm * gv * d / tl.maximum((1.0 - a) * a, 1e-12)
+    if HAS_W:
+        r = r * K._to_cdt(tl.load(w + lin, mask=mask, other=0), CDT)
+    tl.store(out + lin, K._to_odt(r, ODT), mask=mask)
+
+
+def _ew_loss(op, self, target, reduction, param=0.0, weight=None, out=None):
+    dt = I._promote(self, target)
+    _check_float_or(dt, f"{op} loss")
+    if op == "bce" and tuple(self.shape) != tuple(target.shape):
+        raise ValueError(f"Using a target size ({list(target.shape)}) that is different to the input size "
+                         f"({list(self.shape)}) is deprecated. Please ensure they have the same size.")
+    shape = torch.broadcast_shapes(self.shape, target.shape)
+    cd = I._cdt_torch(dt)
+    xb = I._contig(self.expand(shape), cd)
+    yb = I._contig(target.expand(shape), cd)
+    wb = I._contig(weight.expand(shape), cd) if weight is not None else xb
+    n = xb.numel()
+    loss = I._empty(shape, dt if reduction == 0 else cd, self.device)
+    if n:
+        _ew_loss_kernel[(triton.cdiv(n, _BLOCK),)](xb, yb, wb, xb, loss, n, 0, _f64_bits(param), 0, OP=LOSS[op],
+                                                   BWD=False, HAS_W=weight is not None, CDT=I._cdt(cd),
+                                                   ODT=I._odt(loss.dtype), BLOCK=_BLOCK)
+    if reduction == 0:
+        if out is None:
+            return loss
+        I._resize_out(out, shape)
+        return I.copy_into(out, loss)
+    return I._reduce(loss, None, False, "mean" if reduction == 1 else "sum", cd, dt, out)
+
+
+def _ew_loss_bwd(op, grad_output, self, target, reduction, param=0.0, weight=None, grad_input=None):
+    dt = I._promote(self, target)
+    _check_float_or(dt, f"{op} loss backward")
+    shape = torch.broadcast_shapes(self.shape, target.shape)
+    cd = I._cdt_torch(dt)
+    xb = I._contig(self.expand(shape), cd)
+    yb = I._contig(target.expand(shape), cd)
+    wb = I._contig(weight.expand(shape), cd) if weight is not None else xb
+    if reduction == 0:
+        gb, gst = I._contig(grad_output.expand(shape), cd), 1
+    else:
+        gb, gst = grad_output, 0
+    n = xb.numel()
+    gi = _alloc(grad_input, shape, dt, self.device)
+    res = gi if gi.is_contiguous() else I._empty(shape, dt, self.device)
+    norm = 1.0 / n if (reduction == 1 and n) else 1.0
+    if n:
+        _ew_loss_kernel[(triton.cdiv(n, _BLOCK),)](xb, yb, wb, gb, res, n, gst, _f64_bits(param), _f64_bits(norm),
+                                                   OP=LOSS[op], BWD=True, HAS_W=weight is not None, CDT=I._cdt(cd),
+                                                   ODT=I._odt(dt), BLOCK=_BLOCK)
+    if res is not gi:
+        I.copy_into(gi, res)
+    return gi
+
+
+def mse_loss(self, target, reduction=1, *, out=None):
+    return _ew_loss("mse", self, target, reduction, out=out)
+
+
+def mse_loss_backward(grad_output, self, target, reduction, *, grad_input=None):
+    return _ew_loss_bwd("mse", grad_output, self, target, reduction, grad_input=grad_input)
+
+
+def huber_loss(self, target, reduction=1, delta=1.0, *, out=None):
+    if delta <= 0:
+        raise RuntimeError(f"huber_loss does not support non-positive values for delta, got {delta}")
+    return _ew_loss("huber", self, target, reduction, delta, out=out)
+
+
+def huber_loss_backward(grad_output, self, target, reduction, delta, *, grad_input=None):
+    return _ew_loss_bwd("huber", grad_output, self, target, reduction, delta, grad_input=grad_input)
+
+
+def smooth_l1_loss(self, target, reduction=1, beta=1.0, *, out=None):
+    if beta < 0:
+        raise RuntimeError(f"smooth_l1_loss does not support negative values for beta, got {beta}")
+    return _ew_loss("smooth_l1", self, target, reduction, beta, out=out)
+
+
+def smooth_l1_loss_backward(grad_output, self, target, reduction, beta, *, grad_input=None):
+    return _ew_loss_bwd("smooth_l1", grad_output, self, target, reduction, beta, grad_input=grad_input)
+
+
+def binary_cross_entropy(self, target, weight=None, reduction=1, *, out=None):
+    return _ew_loss("bce", self, target, reduction, weight=weight, out=out)
+
+
+def binary_cross_entropy_backward(grad_output, self, target, weight=None, reduction=1, *, grad_input=None):
+    return _ew_loss_bwd("bce", grad_output, self, target, reduction, weight=weight, grad_input=grad_input)
+
+
+# ----------------------------------------------------------- glu / shuffle ---
+def _glu_halves(self, dim):
+    if self.dim() == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    dim = dim % self.dim()
+    n = self.shape[dim]
+    if n % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim} is size {n}")
+    return dim, self.narrow(dim, 0, n // 2), self.narrow(dim, n // 2, n // 2)
+
+
+def glu(self, dim=-1, *, out=None):
+    """a * sigmoid(b) over the two halves along dim (library pointwise ops on views)."""
+    _check_float_or(self.dtype, "glu")
+    dim, a, b = _glu_halves(self, dim)
+    cd = I._cdt(self.dtype)
+    sig = I.launch_pointwise("sigmoid", I._empty(a.shape, self.dtype, self.device), [b], cd)
+    out = _alloc(out, a.shape, self.dtype, self.device)
+    return I.launch_pointwise("mul", out, [a, sig], cd)
+
+
+def glu_backward(grad_output, self, dim, *, grad_input=None):
+    """d/da = g * s, d/db = g * a * s * (1 - s), s = sigmoid(b)."""
+    _check_float_or(self.dtype, "glu_backward")
+    dim, a, b = _glu_halves(self, dim)
+    cd = I._cdt(self.dtype)
+    gi = _alloc(grad_input, self.shape, self.dtype, self.device)
+    half = a.shape[dim]
+    ga, gb = gi.narrow(dim, 0, half), gi.narrow(dim, half, half)
+    sig = I.launch_pointwise("sigmoid", I._empty(a.shape, self.dtype, self.device), [b], cd)
+    one_m = I.launch_pointwise("sub", I._empty(a.shape, self.dtype, self.device), [1, sig], cd)
+    I.launch_pointwise("mul", ga, [grad_output, sig], cd)
+    I.launch_pointwise("mul_scale", gb, [ga, a, one_m], cd)
+    return gi
+
+
+def channel_shuffle(self, groups, *, out=None):
+    """(N, g, C/g, *) -> (N, C/g, g, *): a strided copy."""
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{groups}")
+    if self.dim() < 3:
+        raise RuntimeError(f"channel_shuffle expects input to have at least 3 dimensions, but got input with "
+                           f"sizes {list(self.shape)}")
+    c = self.shape[1]
+    if c % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels and {groups} groups.")
+    out = _alloc(out, self.shape, self.dtype, self.device)
+    n, rest = self.shape[0], list(self.shape[2:])
+    src = self.reshape(n, groups, c // groups, *rest) if self.is_contiguous() else \
+        I._contig(self).view(n, groups, c // groups, *rest)
+    dst = out.view(n, c // groups, groups, *rest) if out.is_contiguous() else None
+    if dst is None:
+        tmp = I._empty(self.shape, self.dtype, self.device)
+        I.copy_into(tmp.view(n, c // groups, groups, *rest), src.transpose(1, 2))
+        return I.copy_into(out, tmp)
+    I.copy_into(dst, src.transpose(1, 2))
+    return out
+
+
+# ----------------------------------------------------------- im2col / col2im ---
+@triton.jit
+def _im2col_kernel(x, out, total, C, H, W, KH, KW, LH, LW, SH, SW, PH, PW, DH, DW,
+                   xs0, xs1, xs2, xs3, os0, os1, os2, os3, COL2IM: tl.constexpr, CDT: tl.constexpr, ODT: tl.constexpr,
+                   BLOCK: tl.constexpr):
+    """im2col: lanes over columns (n, c*KH*KW + ki*KW + kj, l): a gather of the image (0 in the padding).
+    col2im (COL2IM): lanes over image pixels (n, c, h, w); each sums the KH*KW column entries
+    whose sliding block covers it (the gather form of the adjoint: no atomics).
+    x/out: the image is (N, C, H, W) with strides xs*/os*; columns are (N, C*KH*KW, LH*LW)."""
+    lin = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = lin < total
+    if not COL2IM:
+        l = lin % (LH * LW)
+        r = lin // (LH * LW)
+        ck = r % (C * KH * KW)
+        n = r // (C * KH * KW)
+        kj = ck % KW
+        ki = (ck // KW) % KH
+        c = ck // (KH * KW)
+        h = (l // LW) * SH - PH + ki * DH
+        w = (l % LW) * SW - PW + kj * DW
+        m = mask & (h >= 0) & (h < H) & (w >= 0) & (w < W)
+        v = tl.load(x + n * xs0 + c * xs1 + h * xs2 + w * xs3, mask=m, other=0)
+        tl.store(out + n * os0 + ck * os1 + l * os2, v, mask=mask)
+    else:
+        w = lin % W
+        r = lin // W
+        h = r % H
+        r = r // H
+        c = r % C
+        n = r // C
+        acc = tl.zeros([BLOCK], dtype=tl.float64 if CDT == K.F64 else tl.float32)
+        for ki in range(0, KH):
+            th = h + PH - ki * DH
+            lh = th // SH
+            mh = (th >= 0) & (th - lh * SH == 0) & (lh < LH)
+            for kj in range(0, KW):
+                tw = w + PW - kj * DW
+                lw = tw // SW
+                m = mask & mh & (tw >= 0) & (tw - lw * SW == 0) & (lw < LW)
+                ck = (c * KH + ki) * KW + kj
+                v = tl.load(x + n * xs0 + ck * xs1 + (lh * LW + lw) * xs2, mask=m, other=0)
+                acc += tl.where(m, K._to_cdt(v, CDT), 0.0)
+        tl.store(out + n * os0 + c * os1 + h * os2 + w * os3, K._to_odt(acc, ODT), mask=mask)
+
+
+def _pair(v, name):
+    v = list(v)
+    if len(v) == 1:
+        v = v * 2
+    if len(v) != 2:
+        raise RuntimeError(f"It is expected {name} equals to 2, but got size {len(v)}")
+    return v
+
+
+def _blocks(size, k, d, p, s):
+    return (size + 2 * p - (d * (k - 1) + 1)) // s + 1
+
+
+def im2col(self, kernel_size, dilation, padding, stride, *, out=None):
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (_pair(v, n) for v, n in (
+        (kernel_size, "kernel_size"), (dilation, "dilation"), (padding, "padding"), (stride, "stride")))
+    x = self.unsqueeze(0) if self.dim() == 3 else self
+    if x.dim() != 4:
+        raise RuntimeError(f"Expected 3D or 4D (batch mode) tensor for input with possibly 0 batch size and "
+                           f"non-zero dimensions for input, but got: {list(self.shape)}")
+    n, c, h, w = x.shape
+    lh, lw = _blocks(h, kh, dh, ph, sh), _blocks(w, kw, dw, pw, sw)
+    if lh < 1 or lw < 1:
+        raise RuntimeError(f"Given input with spatial size ({h}, {w}), kernel_size=({kh}, {kw}), dilation=({dh}, "
+                           f"{dw}), padding=({ph}, {pw}), calculated shape of the array of sliding blocks as "
+                           f"({lh}, {lw}), but its components must be at least one.")
+    shape = [n, c * kh * kw, lh * lw]
+    out = _alloc(out, shape if self.dim() == 4 else shape[1:], self.dtype, self.device)
+    o = out if self.dim() == 4 else out.unsqueeze(0)
+    total = o.numel()
+    if total:
+        _im2col_kernel[(triton.cdiv(total, _BLOCK),)](x, o, total, c, h, w, kh, kw, lh, lw, sh, sw, ph, pw, dh, dw,
+                                                      *x.stride(), *o.stride(), 0, COL2IM=False, CDT=I._cdt(self.dtype),
+                                                      ODT=I._odt(self.dtype), BLOCK=_BLOCK)
+    return out
+
+
+def col2im(self, output_size, kernel_size, dilation, padding, stride, *, out=None):
+    (oh, ow), (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (_pair(v, n) for v, n in (
+        (output_size, "output_size"), (kernel_size, "kernel_size"), (dilation, "dilation"), (padding, "padding"),
+        (stride, "stride")))
+    x = self.unsqueeze(0) if self.dim() == 2 else self
+    if x.dim() != 3:
+        raise RuntimeError(f"Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and "
+                           f"non-zero dimensions for input, but got: {list(self.shape)}")
+    n, ck, l = x.shape
+    if ck % (kh * kw):
+        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, "
+                           f"but got input.size(1)={ck} and kernel_size=({kh}, {kw})")
+    c = ck // (kh * kw)
+    lh, lw = _blocks(oh, kh, dh, ph, sh), _blocks(ow, kw, dw, pw, sw)
+    if lh * lw != l:
+        raise RuntimeError(f"Given output_size=({oh}, {ow}), kernel_size=({kh}, {kw}), dilation=({dh}, {dw}), "
+                           f"padding=({ph}, {pw}), stride=({sh}, {sw}), expected size of input's dimension 2 to "
+                           f"match the calculated number of sliding blocks {lh} * {lw} = {lh * lw}, but got "
+                           f"input.size(2)={l}.")
+    _check_float_or(self.dtype, "col2im", allow_long=False)
+    shape = [n, c, oh, ow]
+    out = _alloc(out, shape if self.dim() == 3 else shape[1:], self.dtype, self.device)
+    o = out if self.dim() == 3 else out.unsqueeze(0)
+    total = o.numel()
+    if total:
+        _im2col_kernel[(triton.cdiv(total, _BLOCK),)](x, o, total, c, oh, ow, kh, kw, lh, lw, sh, sw, ph, pw, dh, dw,
+                                                      *x.stride(), 0, *o.stride(), COL2IM=True, CDT=I._cdt(self.dtype),
+                                                      ODT=I._odt(self.dtype), BLOCK=_BLOCK)
+    return out
+
+
 # -------------------------------------------------------------- batch norm ---
 @triton.jit
 def _bn_fwd_kernel(x, w, b, rm, rv, out, smean, sinv, N, S, xs0, xs1, xs2, os0, os1, os2, mom_bits, eps_bits,
@@ -1100,3 +1405,15 @@ KERNELS["_native_batch_norm_legit.no_stats"] = _native_batch_norm_legit_no_stats
 KERNELS["_batch_norm_with_update"] = _batch_norm_with_update
 KERNELS["_batch_norm_with_update_functional"] = _batch_norm_with_update_functional
 KERNELS["batch_norm_backward"] = batch_norm_backward
+for _name, _fn in (("mse_loss", mse_loss), ("huber_loss", huber_loss), ("smooth_l1_loss", smooth_l1_loss),
+                    ("binary_cross_entropy", binary_cross_entropy)):
+    _reg((_name, _name + ".out"), _fn)
+_reg(("mse_loss_backward", "mse_loss_backward.grad_input"), mse_loss_backward)
+_reg(("huber_loss_backward.out",), huber_loss_backward)
+_reg(("smooth_l1_loss_backward.grad_input",), smooth_l1_loss_backward)
+_reg(("binary_cross_entropy_backward", "binary_cross_entropy_backward.grad_input"), binary_cross_entropy_backward)
+_reg(("glu", "glu.out"), glu)
+_reg(("glu_backward", "glu_backward.grad_input"), glu_backward)
+_reg(("channel_shuffle", "channel_shuffle.out", "native_channel_shuffle"), channel_shuffle)
+_reg(("im2col", "im2col.out"), im2col)
+_reg(("col2im", "col2im.out"), col2im)

@@ -45,4 +45,11 @@ OPS: tuple[str, ...] = (
     # batch norm (native_batch_norm(_backward) has a vendor kernel on npu)
     "_native_batch_norm_legit", "_native_batch_norm_legit.no_stats", "_batch_norm_with_update",
     "_batch_norm_with_update_functional", "batch_norm_backward",
+    # elementwise losses (one kernel) and glu, channel_shuffle, im2col/col2im
+    "mse_loss", "mse_loss.out", "mse_loss_backward", "mse_loss_backward.grad_input", "huber_loss",
+    "huber_loss.out", "huber_loss_backward.out", "smooth_l1_loss", "smooth_l1_loss.out",
+    "smooth_l1_loss_backward.grad_input", "binary_cross_entropy", "binary_cross_entropy.out",
+    "binary_cross_entropy_backward", "binary_cross_entropy_backward.grad_input", "glu", "glu.out",
+    "glu_backward", "glu_backward.grad_input", "channel_shuffle", "channel_shuffle.out", "native_channel_shuffle",
+    "im2col", "im2col.out", "col2im", "col2im.out",
 )
