@@ -135,8 +135,12 @@ def check(name, args, kwargs=None, *, ref_name=None, tol=None, device="cpu", var
             ob = {o: torch.empty(r.shape if i else (0,), dtype=r.dtype, device=device)
                   for i, (o, r) in enumerate(zip(outs, refs))}
             got = tops.kernel_for(vname)(*_move(args, device), **_move(kwargs, device), **ob)
-            assert got is ob[outs[0]]
-            _close(got, refs[0], tol, device)
+            if isinstance(got, tuple):  # multi-output out= ops return their out tensors
+                assert all(g is ob[o] for g, o in zip(got, outs))
+                _close(got, refs, tol, device)
+            else:
+                assert got is ob[outs[0]]
+                _close(got, refs[0], tol, device)
         EXERCISED.add(vname)
 
 
@@ -659,6 +663,197 @@ def test_npu_tensors():
     check("cat", ([a, b.t().contiguous().t()], 1), device=dev)
     check("fill_.Scalar", (torch.empty(3, 4), 0.25), device=dev)
     check("zero_", (rnd(3, 4),), device=dev)
+
+
+# ------------------------------------------- special functions, activations
+SPECIAL_UNARY = {  # op -> (lo, hi) of the random inputs
+    "acos": (-1.0, 1.0), "asin": (-1.0, 1.0), "atan": (-4.0, 4.0), "asinh": (-5.0, 5.0), "acosh": (1.0, 6.0),
+    "atanh": (-0.99, 0.99), "sinh": (-6.0, 6.0), "cosh": (-6.0, 6.0), "erfc": (-4.0, 6.0),
+    "erfinv": (-0.999, 0.999), "lgamma": (-4.5, 8.0), "digamma": (-4.5, 8.0), "sinc": (-4.0, 4.0),
+    "frac": (-5.0, 5.0), "sgn": (-3.0, 3.0), "angle": (-3.0, 3.0), "special_erfcx": (-3.0, 8.0),
+    "special_log_ndtr": (-12.0, 5.0), "special_ndtri": (0.001, 0.999), "special_entr": (-1.0, 3.0),
+    "isnan": (-1.0, 1.0), "isposinf": (-1.0, 1.0), "isneginf": (-1.0, 1.0), "signbit": (-1.0, 1.0),
+    "mish": (-6.0, 6.0), "hardsigmoid": (-5.0, 5.0), "hardswish": (-5.0, 5.0),
+}
+EDGES = torch.tensor([0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 1e-8, -1e-8, 30.0, -30.0, 1e30, -1e30,
+                      math.inf, -math.inf, math.nan], dtype=F64)
+
+
+@pytest.mark.parametrize("op", sorted(SPECIAL_UNARY))
+def test_special_unary(op):
+    lo, hi = SPECIAL_UNARY[op]
+    for dt in (F32, F64):
+        for x in layouts(dt, lo, hi):
+            check(op, (x,))
+        check(op, (rnd(64, dtype=dt, lo=lo, hi=hi, seed=11),))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(op, (EDGES.float(),), variants=False)
+        check(op, (EDGES,), variants=False)
+    if not op.startswith("special_"):  # aten has no fp16 CPU kernels for these
+        check(op, (rnd(3, 4, dtype=F16, lo=lo, hi=hi),), variants=False)
+    if op not in ("erfinv", "special_ndtri", "frac", "mish", "hardsigmoid", "hardswish"):
+        check(op, (rnd(3, 4, dtype=I64, lo=max(lo, -4), hi=min(hi, 4)),), variants=False)
+
+
+def test_polygamma_and_zeta():
+    for n in (0, 1, 2, 3, 4):
+        for x in (rnd(4, 5, lo=0.1, hi=6.0), rnd(4, 5, dtype=F64, lo=-3.5, hi=6.0).t()):
+            check("polygamma", (n, x))
+    check("special_zeta", (rnd(4, 5, dtype=F64, lo=1.5, hi=6.0), rnd(4, 5, dtype=F64, lo=0.2, hi=5.0, seed=1)))
+    check("special_zeta", (rnd(4, 5, lo=1.5, hi=6.0), rnd(5, lo=0.2, hi=5.0, seed=1)))
+    check("special_zeta", (torch.tensor([1.0, 0.5, 3.0, 3.0]), torch.tensor([2.0, 2.0, -2.0, -1.5])))
+
+
+def test_nan_to_num_and_round_decimals():
+    x = torch.tensor([math.nan, math.inf, -math.inf, 1.5, -2.25])
+    for args, kw in (((x,), {}), ((x, 0.5, 9.0, -9.0), {}), ((x.double(),), {"posinf": 1e300}),
+                     ((x.half(),), {}), ((rnd(3, 4, dtype=I64, lo=-5, hi=5),), {})):
+        out = torch.empty(0, dtype=args[0].dtype)
+        assert tops.kernel_for("nan_to_num.out")(*args, **kw, out=out) is out
+        _close(out, torch.nan_to_num(*args, **kw))
+    EXERCISED.add("nan_to_num.out")
+    for d in (0, 1, 2, -1, -2):
+        for x in (rnd(3, 5, lo=-500, hi=500), rnd(3, 5, dtype=F64, lo=-500, hi=500).t()):
+            check("round.decimals", (x,), {"decimals": d})
+
+
+ACTIVATIONS = {  # op -> list of extra positional args
+    "elu": [(), (0.5, 2.0, 1.5)], "softplus": [(), (2.0, 3.0)], "threshold": [(0.5, -2.0)],
+    "leaky_relu": [(), (0.2,)], "softshrink": [(), (1.0,)], "hardshrink": [(), (1.0,)],
+    "hardtanh": [(), (-0.5, 1.5)], "logit": [(), (0.1,)],
+}
+
+
+@pytest.mark.parametrize("op", sorted(ACTIVATIONS))
+def test_activations(op):
+    lo, hi = (0.01, 0.99) if op == "logit" else (-4.0, 4.0)
+    for extra in ACTIVATIONS[op]:
+        for dt in (F32, F64, BF16):
+            for x in layouts(dt, lo, hi)[:3]:
+                check(op, (x, *extra))
+    if op == "logit":
+        check(op, (torch.tensor([0.0, 1.0, 0.05, -0.5, 1.5]), 0.1), variants=False)
+
+
+def test_activation_backwards():
+    x = rnd(4, 5, lo=-4, hi=4, seed=1)
+    g = rnd(4, 5, seed=2)
+    for args in ((1.0, 1.0, 1.0, False, x), (0.5, 2.0, 1.5, False, x), (0.5, 2.0, 1.5, True, x.clamp(min=-0.4))):
+        check("elu_backward", (g, *args))
+    check("hardtanh_backward", (g, x, -1.0, 1.0))
+    check("softplus_backward", (g, x, 2.0, 3.0))
+    check("leaky_relu_backward", (g, x, 0.2, False))
+    check("hardsigmoid_backward", (g, x))
+    check("hardswish_backward", (g, x))
+    check("softshrink_backward", (g, x, 0.5))
+    check("hardshrink_backward", (g, x, 0.5))
+    check("log_sigmoid_backward", (g, x, torch.ops.aten.log_sigmoid_forward(x)[1]))  # CPU's buffer; ours ignores it
+    p = rnd(4, 5, lo=0.01, hi=0.99, seed=3)
+    check("logit_backward", (g, p))
+    check("logit_backward", (g, p, 0.2))
+    check("native_dropout_backward", (g, rnd(4, 5, dtype=BOOL), 2.0))
+    got = tops.kernel_for("log_sigmoid_forward")(x)
+    _close(got[0], torch.nn.functional.logsigmoid(x))
+    assert got[1].numel() == 0
+    out, buf = torch.empty(0), torch.empty(3)
+    assert tops.kernel_for("log_sigmoid_forward.output")(x, output=out, buffer=buf)[0] is out
+    _close(out, torch.nn.functional.logsigmoid(x))
+    EXERCISED.update({"log_sigmoid_forward", "log_sigmoid_forward.output"})
+    for dim in (-1, 0):
+        y = rnd(4, 6, seed=4)
+        check("glu", (y, dim))
+        gy = rnd(*torch.nn.functional.glu(y, dim).shape, seed=5)
+        check("glu_backward", (gy, y, dim))
+
+
+NEW_BINARY = ["logaddexp", "logaddexp2", "hypot", "copysign.Tensor", "fmax", "fmin", "heaviside", "nextafter",
+              "xlogy.Tensor", "special_xlog1py", "gcd", "lcm", "floor_divide", "bitwise_left_shift.Tensor",
+              "bitwise_right_shift.Tensor", "rsub.Tensor"]
+INT_ONLY = {"gcd", "lcm", "bitwise_left_shift.Tensor", "bitwise_right_shift.Tensor"}
+
+
+@pytest.mark.parametrize("op", NEW_BINARY)
+def test_new_binary(op):
+    if op not in INT_ONLY:
+        for a, b in _pairs(F32, -3.0, 3.0):
+            if op in ("xlogy.Tensor", "special_xlog1py"):
+                b = b.abs() + 0.1
+            if op == "floor_divide":
+                b = torch.where(b.abs() < 0.1, torch.full_like(b, 0.5), b)
+            check(op, (a, b))
+        check(op, (torch.tensor([0.0, math.nan, 1.0, -0.0, math.inf, 2.0]),
+                   torch.tensor([math.nan, 0.0, -0.0, 1.0, math.inf, 2.0])), variants=False)
+        check(op, (rnd(3, 5, dtype=F64), rnd(3, 5, dtype=F64, lo=0.5, seed=1)))
+    if op not in ("hypot", "nextafter", "logaddexp", "logaddexp2", "copysign.Tensor", "xlogy.Tensor",
+                  "special_xlog1py"):
+        lo = 0 if "shift" in op else -20
+        a = rnd(3, 5, dtype=I64, lo=lo, hi=40)
+        b = rnd(3, 5, dtype=I64, lo=1 if op == "floor_divide" else (-2 if "shift" in op else -12), hi=70 if "shift" in op else 12, seed=1)
+        check(op, (a, b))
+        check(op, (a.int(), b.int()))
+    if op == "rsub.Tensor":
+        check(op, (rnd(3, 5), rnd(3, 5, seed=1)), {"alpha": 2.5})
+
+
+def test_reductions_and_matmul_extras():
+    x = rnd(4, 6, lo=-3, hi=3)
+    for t in (x, x.t(), rnd(2, 3, 4, dtype=I64, lo=-9, hi=9)):
+        check("max", (t,), variants=False)
+        check("min", (t,), variants=False)
+        for op in ("max", "min"):
+            out = torch.empty(0, dtype=t.dtype)
+            assert tops.kernel_for(f"{op}.unary_out")(t, out=out) is out
+            _close(out, getattr(torch, op)(t))
+            EXERCISED.add(f"{op}.unary_out")
+        check("aminmax", (t,))
+        check("aminmax", (t,), {"dim": 1, "keepdim": True})
+        check("trace", (t if t.dim() == 2 else t[0],))
+    for dims, kd in ((None, False), ([1], True), ([0, 1], False)):
+        for corr in (0, 1):
+            check("var_mean.correction", (x, dims), {"correction": corr, "keepdim": kd}, tol=(1e-5, 1e-5))
+            check("std_mean.correction", (x, dims), {"correction": corr, "keepdim": kd}, tol=(1e-5, 1e-5))
+    xn = x.clone()
+    xn[0, 1] = math.nan
+    check("nansum", (xn,), tol=(1e-5, 1e-5))
+    check("nansum", (xn, [1], True), tol=(1e-5, 1e-5))
+    check("nansum", (rnd(3, 4, dtype=I64, lo=-5, hi=5), [0]))
+    for a, b in ((x, x.clone()), (x, x + 1), (x, x[:2]), (xn, xn.clone())):
+        assert tops.kernel_for("equal")(a, b) == torch.equal(a, b)
+    EXERCISED.add("equal")
+    v, w = rnd(7, seed=1), rnd(7, seed=2)
+    check("dot", (v, w), tol=MM_TOL)
+    check("vdot", (v, w), tol=MM_TOL)
+    check("dot", (rnd(7, dtype=I64, lo=-9, hi=9), rnd(7, dtype=I64, lo=-9, hi=9, seed=1)))
+    m = rnd(5, 7, seed=3)
+    check("addmv", (rnd(5, seed=4), m, v), tol=MM_TOL)
+    check("addmv", (rnd(1, seed=4), m.t().contiguous().t(), v), {"beta": 0.5, "alpha": 2}, tol=MM_TOL)
+    check("addbmm", (rnd(5, 3, seed=5), rnd(4, 5, 6, seed=6), rnd(4, 6, 3, seed=7)), tol=MM_TOL)
+    check("addbmm", (rnd(3, seed=5), rnd(4, 5, 6, seed=6), rnd(4, 6, 3, seed=7)), {"beta": 0, "alpha": 0.5},
+          tol=MM_TOL)
+    ia, ib = rnd(2, 5, 7, dtype=I64, lo=-9, hi=9), rnd(2, 7, 3, dtype=I64, lo=-9, hi=9, seed=1)
+    check("bmm", (ia, ib))
+    check("mm", (ia[0], ib[0]))
+    check("baddbmm", (rnd(2, 5, 3, dtype=I64, lo=-9, hi=9), ia, ib), {"beta": 2, "alpha": 3})
+
+
+def test_creation():
+    for dt in (F32, F64, I64, I32):
+        for args in ((0, 10, 1), (-3, 7, 2), (5, -4, -3), (0, 1, 0.1), (-1.5, 2.5, 0.75)):
+            if not (dt in (I64, I32) and any(isinstance(a, float) for a in args)):
+                check("arange.start_out", args, {"out": torch.empty(0, dtype=dt)}, variants=False)
+        for steps in (0, 1, 2, 7, 50):
+            check("linspace.out", (-2, 3.5, steps), {"out": torch.empty(0, dtype=dt)}, variants=False)
+            check("logspace.out", (-2, 3, steps), {"out": torch.empty(0, dtype=dt)}, variants=False)
+        check("logspace.out", (0.5, 2.5, 9, 2.0), {"out": torch.empty(0, dtype=dt)}, variants=False)
+        check("eye.m_out", (3, 5), {"out": torch.empty(0, dtype=dt)}, variants=False)
+        check("eye.out", (4,), {"out": torch.empty(2, 2, dtype=dt)}, variants=False)
+    check("linspace.out", (10, -10, 7), {"out": torch.empty(0, dtype=I64)}, variants=False)
+    x = rnd(2, 4, 5, lo=-3, hi=3)
+    for d in (0, 1, -1, 3, -7):
+        for t in (x, x.transpose(1, 2), rnd(4, 4, dtype=I64, lo=-9, hi=9)):
+            check("tril", (t, d))
+            check("triu", (t, d))
 
 
 # ----------------------------------------------------------------- coverage

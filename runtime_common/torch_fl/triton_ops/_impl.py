@@ -149,8 +149,9 @@ def _operand(v, device) -> torch.Tensor:
 
 
 # --------------------------------------------------------- pointwise core --
-def launch_pointwise(op: str, out: torch.Tensor, inputs, cdt: int) -> torch.Tensor:
-    """out = op(*inputs) elementwise; inputs are broadcast (by strides) to out's shape."""
+def launch_pointwise(op: str, out: torch.Tensor, inputs, cdt: int, params=()) -> torch.Tensor:
+    """out = op(*inputs) elementwise; inputs are broadcast (by strides) to out's shape.
+    `params` (up to 3 Python numbers) are the op's scalar parameters, passed exactly."""
     n = out.numel()
     if n == 0:
         return out
@@ -162,7 +163,8 @@ def launch_pointwise(op: str, out: torch.Tensor, inputs, cdt: int) -> torch.Tens
     ptrs = ins + [ins[0]] * (4 - nin)
     sts = sts + [sts[1]] * (4 - nin)
     flat = [s for st in sts for s in st]
-    K.pointwise_kernel[_grid1(n)](out, *ptrs, n, *sh, *flat, OP=K.OP_ID[op], NIN=nin, CDT=cdt,
+    bits = [_bits(float(v), torch.float64)[0] for v in params] + [0] * (3 - len(params))
+    K.pointwise_kernel[_grid1(n)](out, *ptrs, n, *sh, *flat, *bits, OP=K.OP_ID[op], NIN=nin, CDT=cdt,
                                   ODT=_odt(out.dtype), BLOCK=_BLOCK)
     return out
 
@@ -199,13 +201,16 @@ def _shape_of(operands):
     return torch.broadcast_shapes(*shapes) if shapes else ()
 
 
+_FILLS = {"fill_one": 1, "fill_zero": 0}  # results that do not depend on the values
+
+
 def _pw_run(prep, args, kwargs, mode, out=None):
-    op, operands, rdt, cdt = prep(*args, **kwargs)
+    op, operands, rdt, cdt, *params = prep(*args, **kwargs)
     shape = _shape_of(operands)
     if mode == "func":
         dev = _device_of(*operands)
-        if op == "fill_one":
-            return fill_into(_empty(shape, rdt, dev), 1)
+        if op in _FILLS:
+            return fill_into(_empty(shape, rdt, dev), _FILLS[op])
         out = _empty(shape, rdt, dev)
     elif mode == "inplace":
         out = args[0]
@@ -215,9 +220,9 @@ def _pw_run(prep, args, kwargs, mode, out=None):
             raise RuntimeError(f"result type {rdt} can't be cast to the desired output type {out.dtype}")
     else:
         _resize_out(out, shape)
-    if op == "fill_one":
-        return fill_into(out, 1)
-    return launch_pointwise(op, out, operands, cdt)
+    if op in _FILLS:
+        return fill_into(out, _FILLS[op])
+    return launch_pointwise(op, out, operands, cdt, params[0] if params else ())
 
 
 def _pw(names, prep, out_arg="out"):
@@ -463,6 +468,281 @@ def _addc(op):
 
 _pw(_variants("addcmul"), _addc("addcmul"))
 _pw(_variants("addcdiv"), _addc("addcdiv"))
+
+
+
+# ---- special functions: floating results computed in fp64 (accurate to the fp32
+# tolerance with plain formulas; the interpreter has no libdevice to lean on)
+_F64 = _DT[torch.float64]
+
+
+def _unary_special(op):
+    def prep(self):
+        return op, [self], _float_of(self.dtype), _F64
+    return prep
+
+
+def _pw_existing(names, prep, out_arg="out"):
+    _pw({mode: name for mode, name in names.items() if _has_op(name)}, prep, out_arg)
+
+
+def _has_op(name):
+    """The op exists in this torch and is not a composite (those decompose before reaching us)."""
+    base, _, ov = name.partition(".")
+    packet = getattr(torch.ops.aten, base, None)
+    if packet is None or (ov or "default") not in packet.overloads():
+        return False
+    qualified = f"aten::{name}"
+    return not any(torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key)
+                   for key in ("CompositeImplicitAutograd", "CompositeExplicitAutograd"))
+
+
+for _n in ("acos", "asin", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "erfc", "erfinv", "lgamma",
+           "digamma"):
+    _pw_existing(_variants(_n), _unary_special(_n))
+for _n, _op in (("special_erfcx", "erfcx"), ("special_log_ndtr", "log_ndtr"), ("special_ndtri", "ndtri"),
+                ("special_entr", "entr")):
+    _pw_existing(_variants(_n, inplace=False), _unary_special(_op))
+
+
+def _prep_sinc(self):
+    # fp32 stays fp32: ATen rounds pi * x to the input's precision before the sine
+    rdt = _float_of(self.dtype)
+    return "sinc", [self], rdt, _cdt(rdt)
+
+
+_pw_existing(_variants("sinc"), _prep_sinc)
+
+
+def _prep_polygamma(n, self):
+    rdt = _float_of(self.dtype)
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    if n == 0:
+        return "digamma", [self], rdt, _F64
+    if n == 1:
+        return "trigamma", [self], rdt, _F64
+    return "polygamma", [self], rdt, _F64, (n,)
+
+
+_pw_existing({"func": "polygamma", "out": "polygamma.out", "inplace": "polygamma_"}, _prep_polygamma)
+
+
+def _prep_frac(self):
+    return "frac", [self], self.dtype, _cdt(self.dtype)
+
+
+_pw(_variants("frac"), _prep_frac)
+_pw(_variants("sgn"), _unary_same("sign", bool_op="copy"))
+
+
+def _prep_angle(self):
+    rdt = _float_of(self.dtype)
+    return "angle", [self], rdt, _cdt(rdt if _is_float(self.dtype) else self.dtype)
+
+
+_pw({"func": "angle", "out": "angle.out"}, _prep_angle)
+
+
+def _bool_test(op, int_result=None):
+    def prep(self):
+        if not _is_float(self.dtype):
+            return "fill_zero", [self], torch.bool, _cdt(self.dtype)
+        return op, [self], torch.bool, _cdt(self.dtype)
+    return prep
+
+
+_pw({"func": "isnan"}, _bool_test("isnan"))
+_pw({"func": "isposinf", "out": "isposinf.out"}, _bool_test("isposinf"))
+_pw({"func": "isneginf", "out": "isneginf.out"}, _bool_test("isneginf"))
+
+
+def _prep_signbit(self):
+    if self.dtype == torch.bool:
+        return "fill_zero", [self], torch.bool, _cdt(self.dtype)
+    cdt = _F64 if _is_float(self.dtype) else _cdt(self.dtype)
+    return "signbit", [self], torch.bool, cdt
+
+
+_pw({"func": "signbit", "out": "signbit.out"}, _prep_signbit)
+
+
+def _prep_nan_to_num(self, nan=None, posinf=None, neginf=None):
+    if not _is_float(self.dtype):
+        return "copy", [self], self.dtype, _cdt(self.dtype)
+    info = torch.finfo(self.dtype)
+    params = (0.0 if nan is None else nan, info.max if posinf is None else posinf,
+              info.min if neginf is None else neginf)
+    return "nan_to_num", [self], self.dtype, _cdt(self.dtype), params
+
+
+_pw_existing(_variants("nan_to_num"), _prep_nan_to_num)
+
+
+def _prep_round_decimals(self, *, decimals):
+    if not _is_float(self.dtype):
+        raise RuntimeError("round_vml_cpu not implemented for 'Long'" if self.dtype == torch.int64 else
+                           f"round with decimals is not implemented for {self.dtype}")
+    # 10^|d| rounded to the input dtype first, as ATen does
+    ten_pow = torch.tensor(10.0 ** abs(decimals), dtype=torch.float64).to(self.dtype).item()
+    return "round_decimals", [self], self.dtype, _cdt(self.dtype), (ten_pow, 1 if decimals < 0 else 0)
+
+
+_pw(_variants("round", "decimals", out="decimals_out"), _prep_round_decimals)
+
+
+# ---- activations with scalar parameters
+def _act(op, params=lambda **kw: ()):
+    def prep(self, *args, **kwargs):
+        return op, [self], self.dtype, _cdt(self.dtype), params(*args, **kwargs)
+    return prep
+
+
+def _elu_params(alpha=1, scale=1, input_scale=1):
+    return (float(alpha) * float(scale), scale, input_scale)
+
+
+_pw_existing(_variants("elu"), _act("elu", _elu_params))
+
+
+def _prep_elu_bwd(grad_output, alpha, scale, input_scale, is_result, self_or_result):
+    rdt = _promote(grad_output, self_or_result)
+    op = "elu_backward_result" if is_result else "elu_backward"
+    return op, [grad_output, self_or_result], rdt, _cdt(rdt), _elu_params(alpha, scale, input_scale)
+
+
+_pw_existing({"func": "elu_backward", "out": "elu_backward.grad_input"}, _prep_elu_bwd, out_arg="grad_input")
+_pw_existing(_variants("softplus", inplace=False), _act("softplus", lambda beta=1, threshold=20: (beta, threshold)))
+_pw_existing(_variants("mish"), _act("mish"))
+_pw_existing(_variants("threshold"), _act("threshold", lambda threshold, value: (threshold, value)))
+_pw_existing(_variants("leaky_relu"), _act("leaky_relu", lambda negative_slope=0.01: (negative_slope,)))
+_pw_existing(_variants("hardsigmoid"), _act("hardsigmoid"))
+_pw_existing(_variants("hardswish"), _act("hardswish"))
+_pw_existing(_variants("softshrink", inplace=False), _act("softshrink", lambda lambd=0.5: (lambd,)))
+_pw_existing(_variants("hardshrink", inplace=False), _act("hardshrink", lambda lambd=0.5: (lambd,)))
+
+
+def _prep_hardtanh(self, min_val=-1, max_val=1):
+    rdt = self.dtype
+    return "clamp", [self, min_val, max_val], rdt, _cdt(rdt)
+
+
+_pw_existing(_variants("hardtanh"), _prep_hardtanh)
+
+
+def _prep_logit(self, eps=None):
+    rdt = _float_of(self.dtype)
+    return "logit", [self], rdt, _cdt(rdt), ((0.0, 0) if eps is None else (eps, 1))
+
+
+_pw_existing(_variants("logit"), _prep_logit)
+
+
+def _grad_act(op, params=lambda *a, **kw: ()):
+    def prep(grad_output, self, *args, **kwargs):
+        rdt = _promote(grad_output, self)
+        return op, [grad_output, self], rdt, _cdt(rdt), params(*args, **kwargs)
+    return prep
+
+
+def _grad_variants(name, out="grad_input"):
+    return {"func": name, "out": f"{name}.{out}"}
+
+
+_pw_existing(_grad_variants("hardtanh_backward"), _grad_act("hardtanh_backward", lambda lo, hi: (lo, hi)),
+             out_arg="grad_input")
+_pw_existing(_grad_variants("softplus_backward"), _grad_act("softplus_backward", lambda beta, threshold: (beta, threshold)),
+             out_arg="grad_input")
+_pw_existing({"func": "mish_backward"}, _grad_act("mish_backward"))
+_pw_existing(_grad_variants("leaky_relu_backward"),
+             _grad_act("leaky_relu_backward", lambda negative_slope, self_is_result: (negative_slope,)),
+             out_arg="grad_input")
+_pw_existing(_grad_variants("hardsigmoid_backward"), _grad_act("hardsigmoid_backward"), out_arg="grad_input")
+_pw_existing({"func": "hardswish_backward", "out": "hardswish_backward.out"}, _grad_act("hardswish_backward"))
+for _n in ("softshrink_backward", "hardshrink_backward"):
+    _pw_existing(_grad_variants(_n), _grad_act("shrink_backward", lambda lambd: (lambd,)), out_arg="grad_input")
+
+
+def _prep_log_sigmoid_bwd(grad_output, self, buffer):
+    # the buffer (CPU's saved intermediates) is not needed: recomputed from self, as on CUDA
+    rdt = _promote(grad_output, self)
+    return "log_sigmoid_backward", [grad_output, self], rdt, _cdt(rdt)
+
+
+_pw_existing(_grad_variants("log_sigmoid_backward"), _prep_log_sigmoid_bwd, out_arg="grad_input")
+
+
+def _prep_logit_bwd(grad_output, self, eps=None):
+    rdt = _promote(grad_output, self)
+    return "logit_backward", [grad_output, self], rdt, _cdt(rdt), ((0.0, 0) if eps is None else (eps, 1))
+
+
+_pw_existing(_grad_variants("logit_backward"), _prep_logit_bwd, out_arg="grad_input")
+
+
+def _prep_dropout_bwd(grad_output, mask, scale):
+    return "mul_scale", [grad_output, mask, scale], grad_output.dtype, _cdt(grad_output.dtype)
+
+
+_pw_existing({"func": "native_dropout_backward", "out": "native_dropout_backward.out"}, _prep_dropout_bwd)
+
+
+# ---- binary
+def _float_binary(op, cdt64=True):
+    def prep(self, other):
+        rdt = _float_of(_promote(self, other))
+        return op, [self, other], rdt, (_F64 if cdt64 else _cdt(rdt))
+    return prep
+
+
+for _n in ("logaddexp", "logaddexp2", "hypot"):
+    _pw_existing(_variants(_n, inplace=_n == "hypot"), _float_binary(_n))
+_pw_existing(_variants("copysign", "Tensor", out="out"), _float_binary("copysign"))
+_pw_existing({"func": "xlogy.Tensor", "inplace": "xlogy_.Tensor", "out": "xlogy.OutTensor"}, _float_binary("xlogy"))
+_pw_existing({"out": "xlogy.OutScalar_Self"}, _float_binary("xlogy"))
+_pw_existing({"out": "xlogy.OutScalar_Other"}, _float_binary("xlogy"))
+_pw_existing({"func": "special_xlog1py", "out": "special_xlog1py.out"}, _float_binary("xlog1py"))
+_pw_existing({"out": "special_xlog1py.self_scalar_out"}, _float_binary("xlog1py"))
+_pw_existing({"out": "special_xlog1py.other_scalar_out"}, _float_binary("xlog1py"))
+_pw_existing({"func": "special_zeta", "out": "special_zeta.out"}, _float_binary("zeta"))
+_pw_existing({"out": "special_zeta.self_scalar_out"}, _float_binary("zeta"))
+_pw_existing({"out": "special_zeta.other_scalar_out"}, _float_binary("zeta"))
+for _n in ("fmax", "fmin"):
+    _pw_existing(_variants(_n, inplace=False), _binary(_n))
+_pw_existing(_variants("heaviside"), _binary("heaviside"))
+for _n in ("gcd", "lcm"):
+    _pw_existing(_variants(_n), _binary(_n))
+_pw_existing(_variants("floor_divide", "", out="out"), _binary("div_floor"))
+_pw_existing({"inplace": "floor_divide_.Tensor"}, _binary("div_floor"))
+
+
+def _prep_nextafter(self, other):
+    rdt = _promote(self, other)
+    if rdt not in (torch.float32, torch.float64):
+        raise Unsupported(f"nextafter on {rdt}: the kernel steps fp32/fp64 bit patterns only")
+    return "nextafter", [self, other], rdt, _cdt(rdt)
+
+
+_pw_existing(_variants("nextafter"), _prep_nextafter)
+
+
+def _shift(op):
+    def prep(self, other):
+        rdt = _promote(self, other)
+        return op, [self, other], rdt, _cdt(rdt), (torch.iinfo(rdt).bits if rdt != torch.bool else 8,)
+    return prep
+
+
+_pw_existing(_variants("bitwise_left_shift", "Tensor", out="Tensor_out"), _shift("shl"))
+_pw_existing(_variants("bitwise_right_shift", "Tensor", out="Tensor_out"), _shift("shr"))
+
+
+def _prep_rsub(self, other, *, alpha=1):
+    rdt = _promote(self, other)
+    return "sub_alpha", [other, self, alpha], rdt, _cdt(rdt)
+
+
+_pw_existing({"func": "rsub.Tensor", "out": "rsub.Tensor_out"}, _prep_rsub)
 
 
 # ------------------------------------------------------------- reductions --
@@ -748,10 +1028,11 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
 
 
 # ----------------------------------------------------------------- matmul --
-def _bmm_launch(a, b, c, bias=None, alpha=1.0, beta=1.0):
+def _bmm_launch(a, b, c, bias=None, alpha=1, beta=1):
     """c (B, M, N) = beta*bias + alpha * a (B, M, K) @ b (B, K, N); all strided."""
-    if a.dtype not in _FLOATS:
-        raise Unsupported("integer matmul (tl.dot takes floating-point operands)")
+    is_int = a.dtype not in _FLOATS
+    if a.dtype == torch.bool or (is_int and (alpha != int(alpha) or beta != int(beta))):
+        raise Unsupported(f"{a.dtype} matmul with alpha={alpha!r}, beta={beta!r}")
     bt, m, kk = a.shape
     n = b.shape[2]
     if c.numel() == 0:
@@ -764,8 +1045,14 @@ def _bmm_launch(a, b, c, bias=None, alpha=1.0, beta=1.0):
     has_bias = bias is not None and beta != 0
     bi = bias.expand(c.shape) if has_bias else c
     grid = (triton.cdiv(m, bm), triton.cdiv(n, bn), bt)
+    if is_int:  # small blocks: the integer path materialises a BM x BK x BN product
+        bm, bn, bk = min(bm, 16), min(bn, 16), min(bk, 16)
+        grid = (triton.cdiv(m, bm), triton.cdiv(n, bn), bt)
+        alpha, beta = int(alpha), int(beta)
+    else:
+        alpha, beta = float(alpha), float(beta)
     K.bmm_kernel[grid](a, b, c, bi, m, n, kk, *a.stride(), *b.stride(), *c.stride(), *bi.stride(),
-                       float(alpha), float(beta), HAS_BIAS=has_bias, CDT=_cdt(a.dtype), ODT=_odt(c.dtype),
+                       alpha, beta, HAS_BIAS=has_bias, CDT=_cdt(a.dtype), ODT=_odt(c.dtype),
                        BM=bm, BN=bn, BK=bk)
     return c
 
@@ -1019,6 +1306,272 @@ def zero_(self):
     return fill_into(self, 0)
 
 
+# ---------------------------------------------- more reductions and matmuls --
+def _full_reduce(rop):
+    def fn(self, *, out=None):
+        if self.numel() == 0:
+            raise RuntimeError(f"{'max' if rop == 'max' else 'min'}(): Expected reduction dim to be specified "
+                               "for input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
+        return _reduce(self, (), False, rop, _cdt_torch(self.dtype), out.dtype if out is not None else self.dtype, out)
+    return fn
+
+
+def aminmax(self, *, dim=None, keepdim=False, min=None, max=None):
+    dims = () if dim is None else [dim]
+    if dim is None and keepdim:
+        # ATen keeps every dim as size 1 when reducing the whole tensor
+        dims = list(range(self.dim()))
+    lo = _reduce(self, dims, keepdim, "min", _cdt_torch(self.dtype), self.dtype, min)
+    hi = _reduce(self, dims, keepdim, "max", _cdt_torch(self.dtype), self.dtype, max)
+    return lo, hi
+
+
+def _mean_var(is_std):
+    def fn(self, dim=None, *, correction=None, keepdim=False):
+        var = _var_std(is_std)(self, dim, correction=correction, keepdim=keepdim)
+        rdt = _float_of(self.dtype)
+        mean = _reduce(self, dim, keepdim, "mean", _cdt_torch(rdt), rdt)
+        return var, mean
+    return fn
+
+
+def nansum(self, dim=None, keepdim=False, *, dtype=None, out=None):
+    x = self
+    if _is_float(self.dtype):
+        x = launch_pointwise("nan_to_num", _empty(self.shape, self.dtype, self.device), [self], _cdt(self.dtype),
+                             (0.0, math.inf, -math.inf))
+    return sum_dim_IntList(x, dim, keepdim, dtype=dtype, out=out)
+
+
+def trace(self):
+    if self.dim() != 2:
+        raise RuntimeError("trace: expected a matrix")
+    return _reduce(self.diagonal(), (), False, "sum", _cdt_torch(self.dtype), _sum_dt(self, None))
+
+
+def equal(self, other):
+    if self.shape != other.shape:
+        return False
+    if self.numel() == 0:
+        return True
+    ne = launch_pointwise("ne", _empty(self.shape, torch.bool, self.device), [self, other],
+                          _cdt(_promote(self, other)))
+    # the answer is a Python bool: one host read, as on every backend
+    return not bool(_reduce(ne, (), False, "any", torch.int32, torch.bool).item())
+
+
+def dot(self, tensor):
+    if self.dim() != 1 or tensor.dim() != 1:
+        raise RuntimeError(f"1D tensors expected, but got {self.dim()}D and {tensor.dim()}D tensors")
+    if self.shape[0] != tensor.shape[0]:
+        raise RuntimeError("inconsistent tensor size, expected tensor [{}] and src [{}] to have the same number "
+                           "of elements, but got {} and {} elements respectively".format(
+                               self.shape[0], tensor.shape[0], self.shape[0], tensor.shape[0]))
+    _check_mm(self, tensor)
+    res = _empty((1, 1, 1), self.dtype, self.device)
+    _bmm_launch(self.view(1, 1, -1) if self.numel() else self.reshape(1, 1, 0),
+                tensor.view(1, -1, 1) if tensor.numel() else tensor.reshape(1, 0, 1), res)
+    return res.view(())
+
+
+def addmv(self, mat, vec, *, beta=1, alpha=1, out=None):
+    _check_mm(mat, vec)
+    n = mat.shape[0]
+    res = _empty((n,), mat.dtype, mat.device) if out is None else _resize_out(out, (n,))
+    bias = self.expand(n).view(1, n, 1)
+    _bmm_launch(mat.unsqueeze(0), vec.view(1, -1, 1), res.view(1, n, 1) if res.is_contiguous() else
+                res.as_strided((1, n, 1), (0, res.stride(0), 0)), bias=bias, alpha=alpha, beta=beta)
+    return res
+
+
+def addmv_(self, mat, vec, *, beta=1, alpha=1):
+    return addmv(self, mat, vec, beta=beta, alpha=alpha, out=self)
+
+
+def addbmm(self, batch1, batch2, *, beta=1, alpha=1, out=None):
+    # sum_b A_b @ B_b is one matmul over the concatenated K axis
+    b, n, k = batch1.shape
+    m = batch2.shape[2]
+    a2 = _contig(batch1.permute(1, 0, 2)).view(n, b * k)
+    b2 = _contig(batch2).view(b * k, m)
+    res = _empty((n, m), batch1.dtype, batch1.device)
+    _bmm_launch(a2.unsqueeze(0), b2.unsqueeze(0), res.unsqueeze(0), bias=self.expand(n, m).unsqueeze(0),
+                alpha=alpha, beta=beta)
+    if out is None:
+        return res
+    _resize_out(out, (n, m))
+    return copy_into(out, res)
+
+
+def addbmm_(self, batch1, batch2, *, beta=1, alpha=1):
+    return addbmm(self, batch1, batch2, beta=beta, alpha=alpha, out=self)
+
+
+# -------------------------------------------------- activations with views --
+def log_sigmoid_forward(self, *, output=None, buffer=None):
+    res = _empty(self.shape, self.dtype, self.device) if output is None else _resize_out(output, self.shape)
+    launch_pointwise("log_sigmoid", res, [self], _cdt(self.dtype))
+    # the buffer holds CPU-kernel intermediates; like CUDA we keep it empty (backward recomputes)
+    buf = _empty((0,), self.dtype, self.device) if buffer is None else _resize_out(buffer, (0,))
+    return res, buf
+
+
+def _glu_halves(x, dim):
+    d = dim % max(x.dim(), 1)
+    if x.shape[d] % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {x.shape[d]}")
+    h = x.shape[d] // 2
+    return d, x.narrow(d, 0, h), x.narrow(d, h, h)
+
+
+def glu(self, dim=-1, *, out=None):
+    _, a, b = _glu_halves(self, dim)
+    res = _empty(a.shape, self.dtype, self.device) if out is None else _resize_out(out, a.shape)
+    return launch_pointwise("glu", res, [a, b], _cdt(self.dtype))
+
+
+def glu_backward(grad_output, self, dim, *, grad_input=None):
+    d, a, b = _glu_halves(self, dim)
+    res = _empty(self.shape, self.dtype, self.device) if grad_input is None else _resize_out(grad_input, self.shape)
+    h = a.shape[d]
+    cdt = _cdt(self.dtype)
+    launch_pointwise("glu_backward_a", res.narrow(d, 0, h), [grad_output, a, b], cdt)
+    launch_pointwise("glu_backward_b", res.narrow(d, h, h), [grad_output, a, b], cdt)
+    return res
+
+
+# ------------------------------------------------------------------ creation --
+def _range_launch(out, mode, start, step, end, half, cdtype):
+    n = out.numel()
+    if n == 0:
+        return out
+    is_f = _is_float(out.dtype) or mode != 0
+    conv = (lambda v: _bits(v, torch.float64)[0]) if is_f else int
+    K.range_kernel[_grid1(n)](out, n, out.stride(0) if out.dim() else 1, conv(start), conv(step), conv(end), half,
+                              MODE=mode, IS_FLOAT=is_f, CDT=_cdt(cdtype), ODT=_odt(out.dtype), BLOCK=_BLOCK)
+    return out
+
+
+def _scalar(v):
+    return v.item() if isinstance(v, torch.Tensor) else v
+
+
+def arange_start_out(start, end, step=1, *, out):
+    start, end, step = _scalar(start), _scalar(end), _scalar(step)
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if _is_float(out.dtype) or any(isinstance(v, float) for v in (start, end, step)):
+        size = math.ceil((float(end) - float(start)) / float(step))
+    else:
+        size = (int(end) - int(start) + int(step) - (1 if step > 0 else -1)) // int(step)
+    if ((step > 0) and start > end) or ((step < 0) and start < end):
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    _resize_out(out, (max(size, 0),))
+    if not _is_float(out.dtype):
+        start, step = int(start), int(step)
+    buf = out if out.is_contiguous() else _empty(out.shape, out.dtype, out.device)
+    _range_launch(buf, 0, start, step, 0, 0, out.dtype)
+    return out if buf is out else copy_into(out, buf)
+
+
+def _lin_params(start, end, steps, dtype):
+    # ATen's CPU kernel: step in the output dtype (double for integer outputs)
+    cdtype = dtype if _is_float(dtype) else torch.float64
+    st = torch.tensor(_scalar(start), dtype=torch.float64).to(cdtype)
+    en = torch.tensor(_scalar(end), dtype=torch.float64).to(cdtype)
+    if not _is_float(dtype):  # integer outputs: start/end are converted to the output type first
+        st, en = st.to(dtype).to(cdtype), en.to(dtype).to(cdtype)
+    step = ((en - st) / (steps - 1)) if steps > 1 else en * 0
+    return st.item(), step.item(), en.item(), cdtype
+
+
+def linspace_out(start, end, steps, *, out):
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    _resize_out(out, (steps,))
+    if steps == 0:
+        return out
+    st, step, en, cdtype = _lin_params(start, end, steps, out.dtype)
+    buf = out if out.is_contiguous() else _empty(out.shape, out.dtype, out.device)
+    if steps == 1:
+        fill_into(buf, st)
+    else:
+        _range_launch(buf, 1, st, step, en, steps // 2, cdtype)
+    return out if buf is out else copy_into(out, buf)
+
+
+def logspace_out(start, end, steps, base=10.0, *, out):
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    _resize_out(out, (steps,))
+    if steps == 0:
+        return out
+    st, step, en, cdtype = _lin_params(start, end, steps, out.dtype)
+    exps = _empty((steps,), torch.float64, out.device)
+    if steps == 1:
+        fill_into(exps, st)
+    else:
+        _range_launch(exps, 1, st, step, en, steps // 2, cdtype)
+    K.pow_base_kernel[_grid1(steps)](exps, steps, 1, _bits(float(base), torch.float64)[0], BLOCK=_BLOCK,
+                                     ODT=_odt(torch.float64))
+    return copy_into(out, exps)
+
+
+def _tri_launch(x, out, diagonal, lower, eye=False):
+    r, c = out.shape[-2], out.shape[-1]
+    if out.numel() == 0:
+        return out
+    bsz = out.numel() // (r * c)
+    ob = out.view(bsz, r, c) if out.is_contiguous() else None
+    tgt = ob if ob is not None else _empty((bsz, r, c), out.dtype, out.device)
+    if eye:
+        xb = tgt  # not read
+    elif x.dim() == 3:
+        xb = x
+    else:
+        xb = x.reshape(bsz, r, c) if x.is_contiguous() else _contig(x).view(bsz, r, c)
+    br = min(max(triton.next_power_of_2(r), 16), 64)
+    bc = min(max(triton.next_power_of_2(c), 16), 64)
+    K.tri_kernel[(triton.cdiv(r, br), triton.cdiv(c, bc), bsz)](
+        xb, tgt, bsz, r, c, *xb.stride(), *tgt.stride(), int(diagonal), LOWER=lower, EYE=eye,
+        ODT=_odt(out.dtype), BR=br, BC=bc)
+    if ob is None:
+        copy_into(out, tgt.view(out.shape))
+    return out
+
+
+def _tri(lower):
+    def fn(self, diagonal=0, *, out=None):
+        if self.dim() < 2:
+            raise RuntimeError(f"{'tril' if lower else 'triu'}: input tensor must have at least 2 dimensions")
+        res = _empty(self.shape, self.dtype, self.device) if out is None else _resize_out(out, self.shape)
+        if out is not None and out.data_ptr() == self.data_ptr() and not self.is_contiguous():
+            res = _empty(self.shape, self.dtype, self.device)
+            _tri_launch(self, res, diagonal, lower)
+            return copy_into(out, res)
+        return _tri_launch(self, res, diagonal, lower)
+    return fn
+
+
+def _tri_(lower):
+    def fn(self, diagonal=0):
+        res = _tri(lower)(self, diagonal)
+        return copy_into(self, res)
+    return fn
+
+
+def eye_m_out(n, m=None, *, out):
+    m = n if m is None else m
+    if n < 0 or m < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {n if n < 0 else m}")
+    _resize_out(out, (n, m))
+    return _tri_launch(None, out, 0, True, eye=True)
+
+
+def eye_out(n, *, out):
+    return eye_m_out(n, n, out=out)
+
+
 # ----------------------------------------------------------------- table ----
 _SPECIAL: dict[str, Callable] = {
     "sum.dim_IntList": sum_dim_IntList,
@@ -1085,6 +1638,43 @@ _SPECIAL: dict[str, Callable] = {
     "fill_.Scalar": fill__Scalar,
     "fill_.Tensor": fill__Tensor,
     "zero_": zero_,
+    "max": _full_reduce("max"),
+    "max.unary_out": _full_reduce("max"),
+    "min": _full_reduce("min"),
+    "min.unary_out": _full_reduce("min"),
+    "aminmax": aminmax,
+    "aminmax.out": aminmax,
+    "var_mean.correction": _mean_var(False),
+    "std_mean.correction": _mean_var(True),
+    "nansum": nansum,
+    "nansum.out": nansum,
+    "trace": trace,
+    "equal": equal,
+    "dot": dot,
+    "vdot": dot,
+    "addmv": addmv,
+    "addmv_": addmv_,
+    "addmv.out": addmv,
+    "addbmm": addbmm,
+    "addbmm_": addbmm_,
+    "addbmm.out": addbmm,
+    "log_sigmoid_forward": log_sigmoid_forward,
+    "log_sigmoid_forward.output": log_sigmoid_forward,
+    "glu": glu,
+    "glu.out": glu,
+    "glu_backward": glu_backward,
+    "glu_backward.grad_input": glu_backward,
+    "arange.start_out": arange_start_out,
+    "linspace.out": linspace_out,
+    "logspace.out": logspace_out,
+    "tril": _tri(True),
+    "tril.out": _tri(True),
+    "tril_": _tri_(True),
+    "triu": _tri(False),
+    "triu.out": _tri(False),
+    "triu_": _tri_(False),
+    "eye.m_out": eye_m_out,
+    "eye.out": eye_out,
 }
 
 

@@ -54,6 +54,19 @@ PW_OPS = (
     # ternary / quaternary (add/sub take alpha as 3rd operand)
     "add_alpha", "sub_alpha", "where", "clamp", "lerp", "threshold_backward",
     "addcmul", "addcdiv", "mul_scale",
+    # inverse trig/hyperbolic and special functions (special ones run in fp64: see _impl)
+    "acos", "asin", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "erfc", "erfinv",
+    "lgamma", "digamma", "trigamma", "polygamma", "frac", "sinc", "angle", "erfcx", "log_ndtr",
+    "ndtri", "entr", "isnan", "isposinf", "isneginf", "signbit", "nan_to_num", "round_decimals",
+    # activations; scalar parameters arrive as P0..P2
+    "elu", "softplus", "mish", "threshold", "leaky_relu", "hardsigmoid", "hardswish",
+    "softshrink", "hardshrink", "log_sigmoid", "logit",
+    "elu_backward", "elu_backward_result", "hardtanh_backward", "softplus_backward", "mish_backward",
+    "leaky_relu_backward", "hardsigmoid_backward", "hardswish_backward", "shrink_backward",
+    "log_sigmoid_backward", "logit_backward", "glu", "glu_backward_a", "glu_backward_b",
+    # binary
+    "logaddexp", "logaddexp2", "hypot", "copysign", "fmax", "fmin", "heaviside", "nextafter",
+    "xlogy", "xlog1py", "gcd", "lcm", "shl", "shr", "zeta",
 )
 OP_ID = {n: i for i, n in enumerate(PW_OPS)}
 for _n, _i in OP_ID.items():
@@ -230,8 +243,340 @@ def _round_even(x):
     return tl.where(d > 0.5, f + 1.0, tl.where(d < 0.5, f, tl.where(even, f, f + 1.0)))
 
 
+# ------------------------------------------- inverse trig and special functions ---
+# These run in fp64 for every floating input (the caller picks CDT=F64), so
+# straightforward formulas meet fp32 tolerances; fp64 inputs get near-ulp results.
 @triton.jit
-def _apply(x, y, z, w, OP: tl.constexpr, CDT: tl.constexpr):
+def _asinh(x):
+    a = tl.abs(x)
+    r = _log1p(a + a * a / (1.0 + tl.sqrt(1.0 + a * a)))
+    r = tl.where(a > 1e150, tl.log(a) + 0.6931471805599453, r)
+    return tl.where(x < 0, -r, r)
+
+
+@triton.jit
+def _acosh(x):
+    t = x - 1.0
+    r = _log1p(t + tl.sqrt(2.0 * t + t * t))
+    r = tl.where(x > 1e150, tl.log(x) + 0.6931471805599453, r)
+    return tl.where(x < 1.0, float("nan"), r)
+
+
+@triton.jit
+def _sinh(x):
+    a = tl.abs(x)
+    e = _expm1(a)
+    small = 0.5 * (e + e / (e + 1.0))
+    h = tl.exp(0.5 * a)  # (h/2)*h cannot overflow before the result does
+    big = (0.5 * h) * h - 0.5 / (h * h)
+    r = tl.where(a < 1.0, small, big)
+    return tl.where(x < 0, -r, r)
+
+
+@triton.jit
+def _cosh(x):
+    h = tl.exp(0.5 * tl.abs(x))
+    return (0.5 * h) * h + 0.5 / (h * h)
+
+
+@triton.jit
+def _erfc_cf(a):
+    # continued fraction K = a + (1/2)/(a + 1/(a + (3/2)/(a + ...))), evaluated bottom-up; a >= 3
+    f = a
+    for i in range(60):
+        n = 60 - i
+        f = a + (n * 0.5) / f
+    return f
+
+
+@triton.jit
+def _erfc(x):
+    a = tl.abs(x)
+    big = a >= 3.0
+    safe = tl.where(big, a, 3.0)
+    tail = tl.exp(-safe * safe) / (1.7724538509055160 * _erfc_cf(safe))
+    r = tl.where(big, tail, 1.0 - tl.erf(a))
+    r = tl.where(a == float("inf"), 0.0, r)
+    r = tl.where(x < 0, 2.0 - r, r)
+    return tl.where(x != x, x, r)
+
+
+@triton.jit
+def _erfcx(x):
+    big = x >= 3.0
+    safe = tl.where(big, x, 3.0)
+    tail = 1.0 / (1.7724538509055160 * _erfc_cf(safe))
+    r = tl.where(big, tail, tl.exp(x * x) * _erfc(x))
+    return tl.where(x == float("inf"), 0.0, r)
+
+
+@triton.jit
+def _erfinv_guess(y):
+    # Giles' single-precision approximation, refined by Newton steps in _erfinv
+    w = -tl.log((1.0 - y) * (1.0 + y))
+    ws = w - 2.5
+    p1 = 2.81022636e-08
+    p1 = 3.43273939e-07 + p1 * ws
+    p1 = -3.5233877e-06 + p1 * ws
+    p1 = -4.39150654e-06 + p1 * ws
+    p1 = 0.00021858087 + p1 * ws
+    p1 = -0.00125372503 + p1 * ws
+    p1 = -0.00417768164 + p1 * ws
+    p1 = 0.246640727 + p1 * ws
+    p1 = 1.50140941 + p1 * ws
+    wb = tl.sqrt(tl.where(w < 5.0, 5.0, w)) - 3.0
+    p2 = -0.000200214257
+    p2 = 0.000100950558 + p2 * wb
+    p2 = 0.00134934322 + p2 * wb
+    p2 = -0.00367342844 + p2 * wb
+    p2 = 0.00573950773 + p2 * wb
+    p2 = -0.0076224613 + p2 * wb
+    p2 = 0.00943887047 + p2 * wb
+    p2 = 1.00167406 + p2 * wb
+    p2 = 2.83297682 + p2 * wb
+    return tl.where(w < 5.0, p1, p2) * y
+
+
+@triton.jit
+def _erfinv(y):
+    x = _erfinv_guess(y)
+    tail = tl.abs(y) > 0.9
+    c = 1.0 - tl.abs(y)  # exact for |y| > 0.5 (Sterbenz)
+    for _ in range(3):
+        ax = tl.abs(x)
+        d = 1.1283791670955126 * tl.exp(-x * x)
+        # in the tails solve erfc(|x|) = 1 - |y|, where erf(x) - y would cancel
+        step_tail = (_erfc(ax) - c) / d
+        step_tail = tl.where(x < 0, -step_tail, step_tail)
+        step = tl.where(tail, -step_tail, (tl.erf(x) - y) / d)
+        step = tl.where(d > 0, step, 0.0)
+        x = x - step
+    x = tl.where(y == 1.0, float("inf"), tl.where(y == -1.0, float("-inf"), x))
+    return tl.where((y != y) | (tl.abs(y) > 1.0), float("nan"), x)
+
+
+@triton.jit
+def _ndtri(p):
+    # ndtri(p) = -sqrt(2) * erfcinv(2p): Newton on erfc(z) = 2p keeps precision for tiny p
+    c = 2.0 * p
+    z = _erfinv_guess(1.0 - c)  # erfcinv(c) = erfinv(1 - c)
+    for _ in range(4):
+        d = -1.1283791670955126 * tl.exp(-z * z)
+        step = tl.where(d != 0, (_erfc(z) - c) / d, 0.0)
+        z = z - step
+    r = -1.4142135623730951 * z
+    r = tl.where(p == 0.0, float("-inf"), tl.where(p == 1.0, float("inf"), r))
+    return tl.where((p != p) | (p < 0.0) | (p > 1.0), float("nan"), r)
+
+
+@triton.jit
+def _log_ndtr(x):
+    t = x * 0.7071067811865476
+    # x < -3: log(erfc(-t)/2) = log(erfcx(-t)) - t^2 - log 2 avoids erfc underflow
+    lo = tl.log(_erfcx(-t)) - t * t - 0.6931471805599453
+    hi = _log1p(-0.5 * _erfc(t))
+    mid = tl.log(0.5 * _erfc(-t))
+    return tl.where(x < -3.0, lo, tl.where(x > 0.0, hi, mid))
+
+
+@triton.jit
+def _sin_pi(x):
+    # sin(pi x) with the argument reduced first (pi * x loses the integer part's bits)
+    r = x - 2.0 * tl.floor(0.5 * x)
+    return tl.sin(3.141592653589793 * r)
+
+
+@triton.jit
+def _lgamma_pos(x):
+    # Lanczos (g = 7, n = 9), x >= 0.5
+    z = x - 1.0
+    a = 0.99999999999980993
+    a += 676.5203681218851 / (z + 1.0)
+    a += -1259.1392167224028 / (z + 2.0)
+    a += 771.32342877765313 / (z + 3.0)
+    a += -176.61502916214059 / (z + 4.0)
+    a += 12.507343278686905 / (z + 5.0)
+    a += -0.13857109526572012 / (z + 6.0)
+    a += 9.9843695780195716e-6 / (z + 7.0)
+    a += 1.5056327351493116e-7 / (z + 8.0)
+    t = z + 7.5
+    return 0.9189385332046727 + (z + 0.5) * tl.log(t) - t + tl.log(a)
+
+
+@triton.jit
+def _lgamma(x):
+    pos = _lgamma_pos(tl.where(x < 0.5, 1.0 - x, x))
+    refl = tl.log(3.141592653589793 / tl.abs(_sin_pi(x))) - pos
+    r = tl.where(x < 0.5, refl, pos)
+    r = tl.where((x <= 0) & (tl.floor(x) == x), float("inf"), r)
+    r = tl.where(tl.abs(x) == float("inf"), float("inf"), r)
+    return tl.where(x != x, x, r)
+
+
+@triton.jit
+def _digamma_pos(x):
+    # x > 0: recurrence up to x >= 10, then the asymptotic series (as ATen's calc_digamma)
+    res = x * 0.0
+    for _ in range(10):
+        lt = x < 10.0
+        res = tl.where(lt, res - 1.0 / x, res)
+        x = tl.where(lt, x + 1.0, x)
+    z = 1.0 / (x * x)
+    y = 8.33333333333333333333E-2
+    y = y * z - 2.10927960927960927961E-2
+    y = y * z + 7.57575757575757575758E-3
+    y = y * z - 4.16666666666666666667E-3
+    y = y * z + 3.96825396825396825397E-3
+    y = y * z - 8.33333333333333333333E-3
+    y = y * z + 8.33333333333333333333E-2
+    y = tl.where(x < 1e17, z * y, 0.0)
+    return res + tl.log(x) - 0.5 / x - y
+
+
+@triton.jit
+def _digamma(x):
+    neg = x < 0
+    pos = _digamma_pos(tl.where(neg, 1.0 - x, x))
+    fr = x - _trunc(x)
+    refl = pos - 3.141592653589793 / (tl.sin(3.141592653589793 * fr) / tl.cos(3.141592653589793 * fr))
+    r = tl.where(neg, refl, pos)
+    r = tl.where(neg & (tl.floor(x) == x), float("nan"), r)
+    r = tl.where(x == 0, -1.0 / x, r)  # copysign(inf, -x), as ATen
+    r = tl.where(x == float("inf"), x, r)
+    return tl.where(x != x, x, r)
+
+
+@triton.jit
+def _trigamma(x):
+    refl = x < 0.5
+    s = _sin_pi(x)
+    res = tl.where(refl, -(9.869604401089358 / (s * s)), 0.0)
+    x = tl.where(refl, 1.0 - x, x)
+    for _ in range(6):
+        res += 1.0 / (x * x)
+        x += 1.0
+    ixx = 1.0 / (x * x)
+    res += (1.0 + 1.0 / (2.0 * x) + ixx * (1.0 / 6.0 - ixx * (1.0 / 30.0 - ixx * (1.0 / 42.0)))) / x
+    return tl.where(refl, -res, res)
+
+
+@triton.jit
+def _zeta_term(a, b, s, x, k, w, A):
+    a = a * (x + k)
+    b = b / w
+    s = s + a * b / A
+    k = k + 1.0
+    a = a * (x + k)
+    b = b / w
+    return a, b, s, k + 1.0
+
+
+@triton.jit
+def _pow_signed(a, e):
+    # a ** e for e an integer when a < 0 (zeta reaches negative q only with integer x)
+    r = tl.exp(e * tl.log(tl.abs(a)))
+    half = e * 0.5
+    odd = (tl.floor(e) == e) & (tl.floor(half) != half)
+    return tl.where((a < 0) & odd, -r, r)
+
+
+@triton.jit
+def _zeta(x, q):
+    # Hurwitz zeta (Cephes zeta.c, as ATen): direct sum to a > 9, then Euler-Maclaurin
+    s = _pow_signed(q, -x)
+    a = q
+    b = q * 0.0
+    for i in range(40):
+        go = (i < 9) | (a <= 9.0)
+        a = tl.where(go, a + 1.0, a)
+        b = tl.where(go, _pow_signed(a, -x), b)
+        s = tl.where(go, s + b, s)
+    w = a
+    s += b * w / (x - 1.0)
+    s -= 0.5 * b
+    a = x * 0.0 + 1.0
+    k = x * 0.0
+    a, b, s, k = _zeta_term(a, b, s, x, k, w, 12.0)
+    a, b, s, k = _zeta_term(a, b, s, x, k, w, -720.0)
+    a, b, s, k = _zeta_term(a, b, s, x, k, w, 30240.0)
+    a, b, s, k = _zeta_term(a, b, s, x, k, w, -1209600.0)
+    a, b, s, k = _zeta_term(a, b, s, x, k, w, 47900160.0)
+    a, b, s, k = _zeta_term(a, b, s, x, k, w, -1.8924375803183791606e9)
+    a, b, s, k = _zeta_term(a, b, s, x, k, w, 7.47242496e10)
+    a, b, s, k = _zeta_term(a, b, s, x, k, w, -2.950130727918164224e12)
+    a, b, s, k = _zeta_term(a, b, s, x, k, w, 1.1646782814350067249e14)
+    a, b, s, k = _zeta_term(a, b, s, x, k, w, -4.5979787224074726105e15)
+    a, b, s, k = _zeta_term(a, b, s, x, k, w, 1.8152105401943546773e17)
+    a, b, s, k = _zeta_term(a, b, s, x, k, w, -7.1661652561756670113e18)
+    s = tl.where(x == 1.0, float("inf"), s)
+    s = tl.where(x < 1.0, float("nan"), s)
+    qint = tl.floor(q) == q
+    s = tl.where((q <= 0) & qint, float("inf"), s)
+    s = tl.where((q <= 0) & (~qint) & (tl.floor(x) != x), float("nan"), s)
+    return s
+
+
+@triton.jit
+def _polygamma(n, x):
+    # n >= 2: (-1)^(n+1) n! zeta(n+1, x)
+    nb = n + x * 0.0  # as a block: the interpreter mixes scalar and block booleans badly
+    half = nb * 0.5
+    sign = tl.where(tl.floor(half) == half, -1.0, 1.0)
+    return sign * tl.exp(_lgamma_pos(nb + 1.0)) * _zeta(nb + 1.0, x)
+
+
+@triton.jit
+def _signbit(x, CDT: tl.constexpr):
+    if CDT == F64:
+        return x.to(tl.int64, bitcast=True) < 0
+    elif CDT == F32:
+        return x.to(tl.int32, bitcast=True) < 0
+    else:
+        return x < 0
+
+
+@triton.jit
+def _nextafter(x, y, CDT: tl.constexpr):
+    # step one ulp of the compute dtype (fp32 inputs compute in fp32 for this op)
+    if CDT == F64:
+        bits = x.to(tl.int64, bitcast=True)
+        tiny = bits * 0 + 1
+        up = (bits + 1).to(tl.float64, bitcast=True)
+        down = (bits - 1).to(tl.float64, bitcast=True)
+        sub = tiny.to(tl.float64, bitcast=True)
+    else:
+        bits = x.to(tl.int32, bitcast=True)
+        tiny = bits * 0 + 1
+        up = (bits + 1).to(tl.float32, bitcast=True)
+        down = (bits - 1).to(tl.float32, bitcast=True)
+        sub = tiny.to(tl.float32, bitcast=True)
+    away = (y > x) == (x > 0)  # moving away from zero: magnitude grows
+    r = tl.where(away, up, down)
+    r = tl.where(x == 0, tl.where(y > 0, sub, -sub), r)
+    r = tl.where(x == y, y, r)
+    return tl.where((x != x) | (y != y), x + y, r)
+
+
+@triton.jit
+def _gcd(a, b):
+    a = tl.abs(a)
+    b = tl.abs(b)
+    for _ in range(92):  # Euclid needs at most 92 steps for int64 (Fibonacci worst case)
+        nz = a != 0
+        c = a
+        a = tl.where(nz, b % tl.where(nz, a, 1), a)
+        b = tl.where(nz, c, b)
+    return b
+
+
+@triton.jit
+def _softplus(x, beta, threshold):
+    xb = x * beta
+    return tl.where(xb > threshold, x, _log1p(tl.exp(xb)) / beta)
+
+
+@triton.jit
+def _apply(x, y, z, w, p0, p1, p2, OP: tl.constexpr, CDT: tl.constexpr):
     FL: tl.constexpr = (CDT == F32) or (CDT == F64)
     # ---- unary
     if OP == OP_COPY:
@@ -441,6 +786,182 @@ def _apply(x, y, z, w, OP: tl.constexpr, CDT: tl.constexpr):
         return x + w * (y / z)
     elif OP == OP_MUL_SCALE:
         return x * y * z
+    # ---- inverse trig / special (computed in fp64 for floating inputs)
+    elif OP == OP_ACOS:
+        return _atan2(tl.sqrt((1.0 - x) * (1.0 + x)), x)
+    elif OP == OP_ASIN:
+        return _atan2(x, tl.sqrt((1.0 - x) * (1.0 + x)))
+    elif OP == OP_ATAN:
+        return _atan(x)
+    elif OP == OP_ASINH:
+        return _asinh(x)
+    elif OP == OP_ACOSH:
+        return _acosh(x)
+    elif OP == OP_ATANH:
+        return 0.5 * _log1p(2.0 * x / (1.0 - x))
+    elif OP == OP_SINH:
+        return _sinh(x)
+    elif OP == OP_COSH:
+        return _cosh(x)
+    elif OP == OP_ERFC:
+        return _erfc(x)
+    elif OP == OP_ERFINV:
+        return _erfinv(x)
+    elif OP == OP_LGAMMA:
+        return _lgamma(x)
+    elif OP == OP_DIGAMMA:
+        return _digamma(x)
+    elif OP == OP_TRIGAMMA:
+        return _trigamma(x)
+    elif OP == OP_POLYGAMMA:
+        return _polygamma(p0, x)
+    elif OP == OP_FRAC:
+        return x - _trunc(x)
+    elif OP == OP_SINC:
+        px = 3.141592653589793 * x
+        return tl.where(x == 0, 1.0, tl.sin(px) / px)
+    elif OP == OP_ANGLE:
+        if FL:
+            return tl.where(x != x, x, tl.where(x < 0, 3.141592653589793, 0.0))
+        else:
+            return tl.where(x < 0, 3.141592653589793, 0.0)
+    elif OP == OP_ERFCX:
+        return _erfcx(x)
+    elif OP == OP_LOG_NDTR:
+        return _log_ndtr(x)
+    elif OP == OP_NDTRI:
+        return _ndtri(x)
+    elif OP == OP_ENTR:
+        r = tl.where(x > 0, -x * tl.log(tl.where(x > 0, x, 1.0)), tl.where(x == 0, 0.0, float("-inf")))
+        return tl.where(x != x, x, r)
+    elif OP == OP_ISNAN:
+        return x != x
+    elif OP == OP_ISPOSINF:
+        return x == float("inf")
+    elif OP == OP_ISNEGINF:
+        return x == float("-inf")
+    elif OP == OP_SIGNBIT:
+        return _signbit(x, CDT)
+    elif OP == OP_NAN_TO_NUM:
+        r = tl.where(x != x, p0, x)
+        r = tl.where(x == float("inf"), p1, r)
+        return tl.where(x == float("-inf"), p2, r)
+    elif OP == OP_ROUND_DECIMALS:
+        # as ATen: nearbyint(x * 10^d) / 10^d, or nearbyint(x / 10^-d) * 10^-d when d < 0
+        return tl.where(p1 != 0, _round_even(x / p0) * p0, _round_even(x * p0) / p0)
+    # ---- activations (P0..P2 = the op's scalar parameters)
+    elif OP == OP_ELU:
+        # p0 = alpha * scale (negcoef), p1 = scale, p2 = input_scale
+        return tl.where(x <= 0, _expm1(x * p2) * p0, x * p1)
+    elif OP == OP_SOFTPLUS:
+        return _softplus(x, p0, p1)
+    elif OP == OP_MISH:
+        return x * _tanh(_log1p(tl.exp(x)))
+    elif OP == OP_THRESHOLD:
+        return tl.where(x <= p0, p1, x)
+    elif OP == OP_LEAKY_RELU:
+        return tl.where(x > 0, x, x * p0)
+    elif OP == OP_HARDSIGMOID:
+        return tl.minimum(tl.maximum(x + 3.0, 0.0), 6.0) / 6.0
+    elif OP == OP_HARDSWISH:
+        return x * tl.minimum(tl.maximum(x + 3.0, 0.0), 6.0) / 6.0
+    elif OP == OP_SOFTSHRINK:
+        return tl.where(x > p0, x - p0, tl.where(x < -p0, x + p0, 0.0 * x))
+    elif OP == OP_HARDSHRINK:
+        return tl.where((x >= -p0) & (x <= p0), 0.0 * x, x)
+    elif OP == OP_LOG_SIGMOID:
+        return tl.minimum(x, 0.0) - _log1p(tl.exp(-tl.abs(x)))
+    elif OP == OP_LOGIT:
+        # p0 = eps, p1 = 1 when eps was given
+        xc = tl.where(p1 != 0, tl.where(x < p0, p0, tl.where(x > 1.0 - p0, 1.0 - p0, x)), x)
+        return tl.log(xc / (1.0 - xc))
+    elif OP == OP_ELU_BACKWARD:
+        # x = grad, y = self; p0 = negcoef, p1 = poscoef, p2 = negiptcoef
+        return tl.where(y <= 0, x * p2 * p0 * tl.exp(y * p2), x * p1)
+    elif OP == OP_ELU_BACKWARD_RESULT:
+        # y = the forward's result
+        return tl.where(y <= 0, x * p2 * (y + p0), x * p1)
+    elif OP == OP_HARDTANH_BACKWARD:
+        return tl.where((y <= p0) | (y >= p1), 0.0 * x, x)
+    elif OP == OP_SOFTPLUS_BACKWARD:
+        zz = tl.exp(y * p0)
+        return tl.where(y * p0 > p1, x, x * zz / (zz + 1.0))
+    elif OP == OP_MISH_BACKWARD:
+        sg = 1.0 / (1.0 + tl.exp(-y))
+        tsp = _tanh(_log1p(tl.exp(y)))
+        return x * (tsp + y * sg * (1.0 - tsp * tsp))
+    elif OP == OP_LEAKY_RELU_BACKWARD:
+        return tl.where(y > 0, x, x * p0)
+    elif OP == OP_HARDSIGMOID_BACKWARD:
+        return tl.where((y > -3.0) & (y < 3.0), x / 6.0, 0.0 * x)
+    elif OP == OP_HARDSWISH_BACKWARD:
+        return tl.where(y < -3.0, 0.0 * x, tl.where(y <= 3.0, x * (y / 3.0 + 0.5), x))
+    elif OP == OP_SHRINK_BACKWARD:
+        return tl.where((y >= -p0) & (y <= p0), 0.0 * x, x)
+    elif OP == OP_LOG_SIGMOID_BACKWARD:
+        neg = y < 0
+        ez = tl.exp(-tl.abs(y))
+        return x * (tl.where(neg, 1.0, 0.0) - tl.where(neg, 1.0, -1.0) * (ez / (1.0 + ez)))
+    elif OP == OP_LOGIT_BACKWARD:
+        d = x / (y * (1.0 - y))
+        lo_hi = (y < p0) | (y > 1.0 - p0)
+        return tl.where(p1 != 0, tl.where(lo_hi, 0.0 * x, d), tl.where((y < 0) | (y > 1), float("nan"), d))
+    elif OP == OP_GLU:
+        # x = first half, y = second half
+        return x * (1.0 / (1.0 + tl.exp(-y)))
+    elif OP == OP_GLU_BACKWARD_A:
+        # x = grad, y = first half, z = second half: d/da = grad * sigmoid(b)
+        return x * (1.0 / (1.0 + tl.exp(-z)))
+    elif OP == OP_GLU_BACKWARD_B:
+        sb = 1.0 / (1.0 + tl.exp(-z))
+        return x * y * sb * (1.0 - sb)
+    # ---- binary
+    elif OP == OP_LOGADDEXP:
+        m = tl.where(x > y, x, y)
+        r = m + _log1p(tl.exp(-tl.abs(x - y)))
+        return tl.where((tl.abs(m) == float("inf")) & (x == y), x, r)
+    elif OP == OP_LOGADDEXP2:
+        m = tl.where(x > y, x, y)
+        r = m + _log1p(tl.exp2(-tl.abs(x - y))) * 1.4426950408889634
+        return tl.where((tl.abs(m) == float("inf")) & (x == y), x, r)
+    elif OP == OP_HYPOT:
+        return tl.sqrt(x * x + y * y)
+    elif OP == OP_COPYSIGN:
+        return tl.where(_signbit(y, CDT), -tl.abs(x), tl.abs(x))
+    elif OP == OP_FMAX:
+        if FL:
+            return tl.where(x != x, y, tl.where((y != y) | (x > y), x, y))
+        else:
+            return tl.where(x > y, x, y)
+    elif OP == OP_FMIN:
+        if FL:
+            return tl.where(x != x, y, tl.where((y != y) | (x < y), x, y))
+        else:
+            return tl.where(x < y, x, y)
+    elif OP == OP_HEAVISIDE:
+        return tl.where(x == 0, y, tl.where(x > 0, 1, 0).to(x.dtype))
+    elif OP == OP_NEXTAFTER:
+        return _nextafter(x, y, CDT)
+    elif OP == OP_XLOGY:
+        r = tl.where(x == 0, 0.0, x * tl.log(y))
+        return tl.where(y != y, y, r)
+    elif OP == OP_XLOG1PY:
+        r = tl.where(x == 0, 0.0, x * _log1p(y))
+        return tl.where(y != y, y, r)
+    elif OP == OP_GCD:
+        return _gcd(x, y)
+    elif OP == OP_LCM:
+        g = _gcd(x, y)
+        return tl.where(g == 0, 0, tl.abs(x // tl.where(g == 0, 1, g) * y))
+    elif OP == OP_SHL:
+        # p0 = bit width of the result dtype; out-of-range shifts give 0 (as ATen)
+        ok = (y >= 0) & (y < p0)
+        return tl.where(ok, x << tl.where(ok, y, 0), 0)
+    elif OP == OP_SHR:
+        ok = (y >= 0) & (y < p0)
+        return tl.where(ok, x >> tl.where(ok, y, 0), x >> (p0 - 1))
+    elif OP == OP_ZETA:
+        return _zeta(x, y)
     else:
         tl.static_assert(False, "unknown pointwise op")
 
@@ -457,11 +978,12 @@ def pointwise_kernel(out, a, b, c, d, N,
                      a0, a1, a2, a3, a4, a5,
                      b0, b1, b2, b3, b4, b5,
                      c0, c1, c2, c3, c4, c5,
-                     d0, d1, d2, d3, d4, d5,
+                     d0, d1, d2, d3, d4, d5, P0, P1, P2,
                      OP: tl.constexpr, NIN: tl.constexpr, CDT: tl.constexpr, ODT: tl.constexpr,
                      BLOCK: tl.constexpr):
     """out[idx] = OP(a[idx], b[idx], c[idx], d[idx]) over a 6-d index space (sizes S*);
-    every operand has its own element strides (0 for broadcast dims)."""
+    every operand has its own element strides (0 for broadcast dims). P0..P2 are the
+    op's scalar parameters, passed exactly as the int64 bit patterns of doubles."""
     lin = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = lin < N
     r = lin
@@ -485,7 +1007,10 @@ def pointwise_kernel(out, a, b, c, d, N,
         z = _to_cdt(tl.load(c + _off6(i0, i1, i2, i3, i4, i5, c0, c1, c2, c3, c4, c5), mask=mask, other=1), CDT)
     if NIN >= 4:
         w = _to_cdt(tl.load(d + _off6(i0, i1, i2, i3, i4, i5, d0, d1, d2, d3, d4, d5), mask=mask, other=1), CDT)
-    res = _apply(x, y, z, w, OP, CDT)
+    p0 = _to_cdt(P0.to(tl.int64).to(tl.float64, bitcast=True), CDT)
+    p1 = _to_cdt(P1.to(tl.int64).to(tl.float64, bitcast=True), CDT)
+    p2 = _to_cdt(P2.to(tl.int64).to(tl.float64, bitcast=True), CDT)
+    res = _apply(x, y, z, w, p0, p1, p2, OP, CDT)
     tl.store(out + _off6(i0, i1, i2, i3, i4, i5, o0, o1, o2, o3, o4, o5), _to_odt(res, ODT), mask=mask)
 
 
@@ -780,6 +1305,8 @@ def bmm_kernel(a, b, c, bias, M, N, K,
     rk0 = tl.arange(0, BK)
     if CDT == F64:
         acc = tl.zeros([BM, BN], dtype=tl.float64)
+    elif CDT == I64 or CDT == I32:
+        acc = tl.zeros([BM, BN], dtype=tl.int64)
     else:
         acc = tl.zeros([BM, BN], dtype=tl.float32)
     for k0 in range(0, K, BK):
@@ -790,6 +1317,9 @@ def bmm_kernel(a, b, c, bias, M, N, K,
                      mask=(rk[:, None] < K) & (rn[None, :] < N), other=0)
         if CDT == F64:
             acc += tl.dot(av.to(tl.float64), bv.to(tl.float64))
+        elif CDT == I64 or CDT == I32:
+            # tl.dot is floating-point only: integer products summed exactly in int64
+            acc += tl.sum(av.to(tl.int64)[:, :, None] * bv.to(tl.int64)[None, :, :], axis=1)
         else:
             # bf16/fp16 operands are widened: the interpreter's bf16 math is wrong
             acc += tl.dot(av.to(tl.float32), bv.to(tl.float32), input_precision="ieee")
@@ -852,3 +1382,64 @@ def index_kernel(src, idx, out, N, S0, S1, S2, S3, S4, S5,
     else:
         v = tl.load(src + _off6(j0, j1, j2, j3, j4, j5, x0, x1, x2, x3, x4, x5), mask=mask, other=0)
         tl.store(out + ooff, v, mask=mask)
+
+
+# ------------------------------------------------------- creation kernels ---
+@triton.jit
+def range_kernel(out, N, stride, start_bits, step_bits, end_bits, HALF,
+                 MODE: tl.constexpr, IS_FLOAT: tl.constexpr, CDT: tl.constexpr, ODT: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    """out[i] for a 1-d strided `out`. MODE 0: arange (start + i*step, in fp64 / int64 as
+    ATen's CPU accumulate type); 1: linspace (start + step*i below HALF, end - step*(N-1-i)
+    above, in CDT); 2: logspace (10^.. of the linspace exponent; base passed as end_bits'
+    companion: start/step/end are exponents, HALF as in linspace, base in step_bits' slot)."""
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = i < N
+    if IS_FLOAT:
+        start = start_bits.to(tl.int64).to(tl.float64, bitcast=True)
+        step = step_bits.to(tl.int64).to(tl.float64, bitcast=True)
+        end = end_bits.to(tl.int64).to(tl.float64, bitcast=True)
+    else:
+        start = start_bits.to(tl.int64)
+        step = step_bits.to(tl.int64)
+        end = end_bits.to(tl.int64)
+    if MODE == 0:
+        v = start + i * step
+    else:
+        fi = _to_cdt(i, CDT)
+        st = _to_cdt(start, CDT)
+        sp = _to_cdt(step, CDT)
+        en = _to_cdt(end, CDT)
+        v = tl.where(i < HALF, st + sp * fi, en - sp * _to_cdt(N - 1 - i, CDT))
+    tl.store(out + i * stride, _to_odt(v, ODT), mask=mask)
+
+
+@triton.jit
+def pow_base_kernel(out, N, stride, base_bits, BLOCK: tl.constexpr, ODT: tl.constexpr):
+    """out[i] = base ** out[i] in place (logspace), computed in fp64."""
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = i < N
+    base = base_bits.to(tl.int64).to(tl.float64, bitcast=True)
+    e = tl.load(out + i * stride, mask=mask, other=0).to(tl.float64)
+    tl.store(out + i * stride, _to_odt(_fpow(base + e * 0.0, e), ODT), mask=mask)
+
+
+@triton.jit
+def tri_kernel(x, out, B, R, C, sxb, sxr, sxc, sob, sor, soc, DIAG,
+               LOWER: tl.constexpr, EYE: tl.constexpr, ODT: tl.constexpr,
+               BR: tl.constexpr, BC: tl.constexpr):
+    """tril/triu of a batch of matrices (keep col - row <= DIAG, or >= DIAG); EYE writes (row == col)."""
+    b = tl.program_id(2).to(tl.int64)
+    r = tl.program_id(0) * BR + tl.arange(0, BR)
+    c = tl.program_id(1) * BC + tl.arange(0, BC)
+    m = (r[:, None] < R) & (c[None, :] < C)
+    d = c[None, :] - r[:, None]
+    if EYE:
+        v = tl.where(d == 0, 1, 0)
+    else:
+        xv = tl.load(x + b * sxb + r[:, None] * sxr + c[None, :] * sxc, mask=m, other=0)
+        if LOWER:
+            v = tl.where(d <= DIAG, xv, 0)
+        else:
+            v = tl.where(d >= DIAG, xv, 0)
+    tl.store(out + b * sob + r[:, None] * sor + c[None, :] * soc, _to_odt(v, ODT), mask=m)
