@@ -1416,30 +1416,6 @@ def log_sigmoid_forward(self, *, output=None, buffer=None):
     return res, buf
 
 
-def _glu_halves(x, dim):
-    d = dim % max(x.dim(), 1)
-    if x.shape[d] % 2:
-        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {x.shape[d]}")
-    h = x.shape[d] // 2
-    return d, x.narrow(d, 0, h), x.narrow(d, h, h)
-
-
-def glu(self, dim=-1, *, out=None):
-    _, a, b = _glu_halves(self, dim)
-    res = _empty(a.shape, self.dtype, self.device) if out is None else _resize_out(out, a.shape)
-    return launch_pointwise("glu", res, [a, b], _cdt(self.dtype))
-
-
-def glu_backward(grad_output, self, dim, *, grad_input=None):
-    d, a, b = _glu_halves(self, dim)
-    res = _empty(self.shape, self.dtype, self.device) if grad_input is None else _resize_out(grad_input, self.shape)
-    h = a.shape[d]
-    cdt = _cdt(self.dtype)
-    launch_pointwise("glu_backward_a", res.narrow(d, 0, h), [grad_output, a, b], cdt)
-    launch_pointwise("glu_backward_b", res.narrow(d, h, h), [grad_output, a, b], cdt)
-    return res
-
-
 # ------------------------------------------------------------------ creation --
 def _range_launch(out, mode, start, step, end, half, cdtype):
     n = out.numel()
@@ -1660,10 +1636,6 @@ _SPECIAL: dict[str, Callable] = {
     "addbmm.out": addbmm,
     "log_sigmoid_forward": log_sigmoid_forward,
     "log_sigmoid_forward.output": log_sigmoid_forward,
-    "glu": glu,
-    "glu.out": glu,
-    "glu_backward": glu_backward,
-    "glu_backward.grad_input": glu_backward,
     "arange.start_out": arange_start_out,
     "linspace.out": linspace_out,
     "logspace.out": logspace_out,

@@ -63,7 +63,7 @@ PW_OPS = (
     "softshrink", "hardshrink", "log_sigmoid", "logit",
     "elu_backward", "elu_backward_result", "hardtanh_backward", "softplus_backward", "mish_backward",
     "leaky_relu_backward", "hardsigmoid_backward", "hardswish_backward", "shrink_backward",
-    "log_sigmoid_backward", "logit_backward", "glu", "glu_backward_a", "glu_backward_b",
+    "log_sigmoid_backward", "logit_backward",
     # binary
     "logaddexp", "logaddexp2", "hypot", "copysign", "fmax", "fmin", "heaviside", "nextafter",
     "xlogy", "xlog1py", "gcd", "lcm", "shl", "shr", "zeta",
@@ -906,15 +906,6 @@ def _apply(x, y, z, w, p0, p1, p2, OP: tl.constexpr, CDT: tl.constexpr):
         d = x / (y * (1.0 - y))
         lo_hi = (y < p0) | (y > 1.0 - p0)
         return tl.where(p1 != 0, tl.where(lo_hi, 0.0 * x, d), tl.where((y < 0) | (y > 1), float("nan"), d))
-    elif OP == OP_GLU:
-        # x = first half, y = second half
-        return x * (1.0 / (1.0 + tl.exp(-y)))
-    elif OP == OP_GLU_BACKWARD_A:
-        # x = grad, y = first half, z = second half: d/da = grad * sigmoid(b)
-        return x * (1.0 / (1.0 + tl.exp(-z)))
-    elif OP == OP_GLU_BACKWARD_B:
-        sb = 1.0 / (1.0 + tl.exp(-z))
-        return x * y * sb * (1.0 - sb)
     # ---- binary
     elif OP == OP_LOGADDEXP:
         m = tl.where(x > y, x, y)
