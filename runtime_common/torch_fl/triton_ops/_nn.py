@@ -1352,6 +1352,83 @@ def batch_norm_backward(grad_out, input, weight, running_mean, running_var, save
                         output_mask)
 
 
+# -------------------------------------------------------------- group norm ---
+@triton.jit
+def _gn_bwd_dx_kernel(g, x, ds, db, mean, rstd, w, dx, C, HW, G, D, HAS_W: tl.constexpr, ODT: tl.constexpr,
+                      BLOCK: tl.constexpr, BLOCK_D: tl.constexpr):
+    """One program per (n, group): aten's group-norm input grad
+    dx = rstd*w[c]*dy + c2*x + c3 from the per-channel sums ds = sum(dy*x), db = sum(dy).
+    All buffers contiguous, in the compute dtype; (N, C, HW) for g/x/dx, (N, C) for ds/db."""
+    pid = tl.program_id(0).to(tl.int64)
+    n = pid // G
+    grp = pid % G
+    dj = tl.arange(0, BLOCK_D)
+    md = dj < D
+    cs = grp * D + dj
+    dsv = tl.load(ds + n * C + cs, mask=md, other=0)
+    dbv = tl.load(db + n * C + cs, mask=md, other=0)
+    if HAS_W:
+        wv = tl.load(w + cs, mask=md, other=0)
+        dsv = dsv * wv
+        dbv = dbv * wv
+    ds_g = tl.sum(dsv, axis=0)
+    db_g = tl.sum(dbv, axis=0)
+    mu = tl.load(mean + pid)
+    rs = tl.load(rstd + pid)
+    s = 1.0 / (D * HW)
+    c2 = (db_g * mu - ds_g) * rs * rs * rs * s
+    c3 = -c2 * mu - db_g * rs * s
+    offs = tl.arange(0, BLOCK)
+    base = (n * C + grp * D) * HW
+    for k0 in range(0, D * HW, BLOCK):
+        j = k0 + offs
+        m = j < D * HW
+        c1 = rs + 0.0 * j
+        if HAS_W:
+            c1 = rs * tl.load(w + grp * D + j // HW, mask=m, other=0)
+        gv = tl.load(g + base + j, mask=m, other=0)
+        xv = tl.load(x + base + j, mask=m, other=0)
+        tl.store(dx + base + j, K._to_odt(c1 * gv + c2 * xv + c3, ODT), mask=m)
+
+
+def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):
+    _check_float_or(input.dtype, "native_group_norm_backward")
+    dev, dt = input.device, input.dtype
+    cd = I._cdt_torch(dt)
+    ccd = I._cdt(cd)
+    if C % group:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
+                           f"shape {list(input.shape)} and num_groups={group}")
+    d = C // group
+    gb = I._contig(grad_out, cd).view(N, C, HxW)
+    xb = I._contig(input, cd).view(N, C, HxW)
+    mb = I._contig(mean, cd).view(N, group)
+    rb = I._contig(rstd, cd).view(N, group)
+    dx = dw = db = None
+    ds = I._reduce(I.launch_pointwise("mul", I._empty((N, C, HxW), cd, dev), [gb, xb], ccd), [2], False, "sum",
+                   cd, cd)
+    dbs = I._reduce(gb, [2], False, "sum", cd, cd)
+    if output_mask[0]:
+        dx = I._empty(input.shape, dt, dev)
+        if dx.numel():
+            wb = I._contig(weight, cd) if weight is not None else xb
+            _gn_bwd_dx_kernel[(N * group,)](gb, xb, ds, dbs, mb, rb, wb, dx, C, HxW, group, d,
+                                            HAS_W=weight is not None, ODT=I._odt(dt), BLOCK=_BLOCK,
+                                            BLOCK_D=max(triton.next_power_of_2(max(d, 1)), 2))
+    wdt = weight.dtype if weight is not None else dt
+    if output_mask[1]:
+        # dw[c] = sum_n (ds[n, c] - db[n, c] * mean[n, g]) * rstd[n, g]
+        me = mb.view(N, group, 1).expand(N, group, d).reshape(N, C) if d else mb.view(N, 0)
+        re = rb.view(N, group, 1).expand(N, group, d).reshape(N, C) if d else rb.view(N, 0)
+        t = I.launch_pointwise("mul", I._empty((N, C), cd, dev), [dbs, me], ccd)
+        t = I.launch_pointwise("sub", I._empty((N, C), cd, dev), [ds, t], ccd)
+        t = I.launch_pointwise("mul", I._empty((N, C), cd, dev), [t, re], ccd)
+        dw = I._reduce(t, [0], False, "sum", cd, wdt)
+    if output_mask[2]:
+        db = I._reduce(dbs, [0], False, "sum", cd, wdt)
+    return dx, dw, db
+
+
 # ------------------------------------------------------------------- table ----
 KERNELS: dict[str, Callable] = {}
 
@@ -1417,3 +1494,4 @@ _reg(("glu_backward", "glu_backward.grad_input"), glu_backward)
 _reg(("channel_shuffle", "channel_shuffle.out", "native_channel_shuffle"), channel_shuffle)
 _reg(("im2col", "im2col.out"), im2col)
 _reg(("col2im", "col2im.out"), col2im)
+KERNELS["native_group_norm_backward"] = native_group_norm_backward

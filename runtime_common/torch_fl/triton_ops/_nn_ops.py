@@ -52,4 +52,5 @@ OPS: tuple[str, ...] = (
     "binary_cross_entropy_backward", "binary_cross_entropy_backward.grad_input", "glu", "glu.out",
     "glu_backward", "glu_backward.grad_input", "channel_shuffle", "channel_shuffle.out", "native_channel_shuffle",
     "im2col", "im2col.out", "col2im", "col2im.out",
+    "native_group_norm_backward",
 )
