@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ._api import fallback_stats, init, reset_fallback_stats, set_default_device, strict_fallback
+from ._api import BackendInfo, fallback_stats, init, reset_fallback_stats, set_default_device, strict_fallback
 
 __version__ = "0.1.0"
-__all__ = ["csrc_dir", "fallback_stats", "init", "reset_fallback_stats", "set_default_device", "strict_fallback"]
+__all__ = ["BackendInfo", "csrc_dir", "fallback_stats", "init", "reset_fallback_stats", "set_default_device", "strict_fallback"]
 
 
 def csrc_dir() -> str:

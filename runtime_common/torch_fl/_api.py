@@ -23,6 +23,9 @@ class BackendInfo:
     device_count: int
     driver_version: str | None  # the driver the backend was built for
     error: str | None          # why it is unavailable
+    kind: str = "generated"    # "generated" (torchfl-gen), "native" (cuda, rocm), "out-of-tree" (torch.backends)
+    runtime_version: str | None = None  # what the loaded driver reports
+    libraries: tuple[str, ...] = ()     # the driver libraries loaded, with their paths
 
 
 _backends: dict[str, BackendInfo] = {}
@@ -36,33 +39,105 @@ def _generated_module(name: str):
     return None
 
 
+def _version_text(code) -> str:
+    """A driver version code as the spec writes versions: 2010 -> "2.1" (CUDA's 1000*major + 10*minor)."""
+    if isinstance(code, int) and code >= 1000:
+        major, minor = divmod(code, 1000)
+        return f"{major}.{minor // 10}"
+    return str(code)
+
+
 def _probe(entry) -> BackendInfo:
     log.debug("torch_fl: found backend %s -> %s", entry.name, entry.value)
+    taken = torch._C._get_privateuse1_backend_name()
+    if taken not in ("privateuseone", entry.name):
+        # One PrivateUse1 backend per process: the first one registered keeps it.
+        error = (f"PrivateUse1 is taken by '{taken}' in this process (one generated backend per process; "
+                 f"use this one with TORCH_DEVICE_BACKEND_AUTOLOAD=0 and import {entry.value} first)")
+        log.debug("torch_fl: %s not registered: %s", entry.name, error)
+        return BackendInfo(entry.name, entry.value, False, 0, None, error)
     try:
         module = importlib.import_module(entry.value)
         module._register()
         log.debug("torch_fl: %s registered as torch.%s", entry.value, entry.name)
         error = module.load_error()
+        built = module.spec.DRIVER_VERSION
+        runtime = libraries = None
+        if error is None:
+            libraries = tuple(module._C._driver_libraries())
+            runtime = _version_text(module._C._driver_version())
+            log.debug("torch_fl: %s driver loaded from %s, version %s (built for %s)", entry.name,
+                      ", ".join(libraries), runtime, built)
         device_module = getattr(torch, entry.name)
         count = device_module.device_count() if error is None else 0
         log.debug("torch_fl: %s driver: %s; %d device(s)", entry.name, error or "loaded", count)
-        return BackendInfo(entry.name, entry.value, error is None and count > 0, count,
-                           module.spec.DRIVER_VERSION, error)
+        return BackendInfo(entry.name, entry.value, error is None and count > 0, count, built, error,
+                           runtime_version=runtime, libraries=libraries or ())
     except Exception as exc:  # a broken backend is reported, not fatal
         log.debug("torch_fl: %s failed: %s", entry.name, exc)
         return BackendInfo(entry.name, entry.value, False, 0, None, f"{type(exc).__name__}: {exc}")
 
 
-def init(verbose: bool = False) -> dict[str, BackendInfo]:
-    """Discover the installed generated backends, register and probe each; idempotent.
+def _probe_native() -> list[BackendInfo]:
+    """CUDA or ROCm, when this torch was built with it (both are `torch.cuda`)."""
+    if not torch.backends.cuda.is_built():
+        log.debug("torch_fl: this torch has no CUDA/ROCm support")
+        return []
+    name = "rocm" if torch.version.hip else "cuda"
+    version = torch.version.hip or torch.version.cuda
+    try:
+        count = torch.cuda.device_count()
+        error = None if count > 0 else "no devices (driver missing or no GPU visible)"
+    except Exception as exc:
+        count, error = 0, f"{type(exc).__name__}: {exc}"
+    log.debug("torch_fl: native %s (torch built for %s): %d device(s)%s", name, version, count,
+              f"; {error}" if error else "")
+    return [BackendInfo(name, "torch", count > 0, count, version, error, kind="native")]
 
-    Returns device type -> BackendInfo. Steps are logged at DEBUG on logger "torch_fl".
+
+def _probe_out_of_tree(entry) -> BackendInfo:
+    """A torch.backends entry point that is not a torch_fl backend: torch autoloads it; look at torch.<name>."""
+    log.debug("torch_fl: found out-of-tree backend %s -> %s", entry.name, entry.value)
+    device_module = getattr(torch, entry.name, None)
+    if device_module is None or not hasattr(device_module, "device_count"):
+        error = f"torch.{entry.name} is missing (autoload off, or {entry.value} failed)"
+        return BackendInfo(entry.name, entry.value.split(":")[0], False, 0, None, error, kind="out-of-tree")
+    try:
+        count = device_module.device_count()
+        error = None if count > 0 else "no devices"
+    except Exception as exc:
+        count, error = 0, f"{type(exc).__name__}: {exc}"
+    log.debug("torch_fl: %s: %d device(s)", entry.name, count)
+    return BackendInfo(entry.name, entry.value.split(":")[0], count > 0, count, None, error, kind="out-of-tree")
+
+
+def init(verbose: bool = False, check_autograd: bool = True) -> dict[str, BackendInfo]:
+    """Discover the installed backends, register and probe each; idempotent.
+
+    Generated backends are found through the `torch_fl.backends` entry points (each also has a
+    `torch.backends` one, through which `import torch` loads it); other `torch.backends` entry
+    points and a CUDA/ROCm build of torch are reported too. Returns device type -> BackendInfo.
+    Installs the autograd device check (torch_fl.autograd_check) unless `check_autograd` is
+    False or TORCH_FL_AUTOGRAD_CHECK=0. Steps are logged at DEBUG on logger "torch_fl".
     """
     if verbose:
         logging.basicConfig(level=logging.DEBUG)
-    for entry in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+    generated = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+    log.debug("torch_fl: entry points %s: %s", ENTRY_POINT_GROUP, [e.name for e in generated] or "none")
+    for entry in generated:
         if entry.name not in _backends or not _backends[entry.name].available:
             _backends[entry.name] = _probe(entry)
+    others = [e for e in metadata.entry_points(group="torch.backends") if e.name not in {g.name for g in generated}]
+    log.debug("torch_fl: other torch.backends entry points: %s", [e.name for e in others] or "none")
+    for entry in others:
+        _backends[entry.name] = _probe_out_of_tree(entry)
+    if "cuda" not in _backends and "rocm" not in _backends:
+        for info in _probe_native():
+            _backends[info.name] = info
+    if check_autograd:
+        from . import autograd_check
+
+        autograd_check.install()
     return dict(_backends)
 
 
