@@ -681,7 +681,8 @@ _pw_existing(_grad_variants("logit_backward"), _prep_logit_bwd, out_arg="grad_in
 
 
 def _prep_dropout_bwd(grad_output, mask, scale):
-    return "mul_scale", [grad_output, mask, scale], grad_output.dtype, _cdt(grad_output.dtype)
+    rdt = _promote(grad_output, mask, scale)  # an integer grad times a float scale is float, as in ATen
+    return "mul_scale", [grad_output, mask, scale], rdt, _cdt(rdt)
 
 
 _pw_existing({"func": "native_dropout_backward", "out": "native_dropout_backward.out"}, _prep_dropout_bwd)
@@ -1185,7 +1186,7 @@ def index_select(self, dim, index, *, out=None):
     oshape = list(x.shape)
     oshape[dim] = ix.numel()
     if self.dim() == 0:
-        oshape = [] if index.dim() == 0 else [ix.numel()]
+        oshape = []  # as ATen: a 0-dim self gives a 0-dim result (the index holds one element)
     if out is None:
         out = _empty(oshape, self.dtype, self.device)
     else:

@@ -13,6 +13,7 @@
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -243,7 +244,8 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   at::Tensor host = at::empty({}, self.options().device(at::kCPU));
-  copy_from(self, host, false);
+  // item() of any one-element tensor, e.g. shape [1]: copy it as a 0-dim view
+  copy_from(self.view(c10::IntArrayRef{}), host, false);
   return host.item();
 }
 
@@ -297,6 +299,7 @@ void register_core_ops(torch::Library& m) {
   m.impl("as_strided", TORCH_FN(as_strided));
   m.impl("view", TORCH_FN(view));
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));
+  m.impl("unfold", TORCH_FN(at::native::unfold));  // a view: sizes and strides only
   m.impl("resize_", TORCH_FN(resize_));
   m.impl("_copy_from", TORCH_FN(copy_from_op));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
