@@ -371,9 +371,14 @@ for _n in ("bitwise_and", "bitwise_or", "bitwise_xor"):
     _pw(_variants(_n, "Tensor", out="Tensor_out"), _binary(_n))
 
 
+def _pow_cdt(rdt):
+    # exp(y * log|x|) in fp32 loses |y log x| ulps: floating powers are computed in fp64
+    return _F64 if _is_float(rdt) else _cdt(rdt)
+
+
 def _prep_pow_tt(self, exponent):
     rdt = _promote(self, exponent)
-    return "pow", [self, exponent], rdt, _cdt(rdt)
+    return "pow", [self, exponent], rdt, _pow_cdt(rdt)
 
 
 _POW_SPECIAL = {2: "square", 3: "cube", 0.5: "sqrt", -0.5: "rsqrt", -1: "reciprocal", -2: "inv_square", 1: "copy"}
@@ -388,12 +393,12 @@ def _prep_pow_ts(self, exponent):
     sp = _POW_SPECIAL.get(exponent)
     if sp and (_is_float(rdt) or exponent in (1, 2, 3)):
         return sp, [self], rdt, _cdt(rdt)
-    return "pow", [self, exponent], rdt, _cdt(rdt)
+    return "pow", [self, exponent], rdt, _pow_cdt(rdt)
 
 
 def _prep_pow_s(self, exponent):
     rdt = _promote(self, exponent)
-    return "pow", [self, exponent], rdt, _cdt(rdt)
+    return "pow", [self, exponent], rdt, _pow_cdt(rdt)
 
 
 _pw({"func": "pow.Tensor_Tensor", "inplace": "pow_.Tensor", "out": "pow.Tensor_Tensor_out"}, _prep_pow_tt)

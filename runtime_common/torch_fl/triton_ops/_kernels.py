@@ -218,7 +218,10 @@ def _ipow(base, e):
         res = tl.where((ee & 1) != 0, res * b, res)
         b = b * b
         ee = ee >> 1
-    return res
+    # negative exponents (as ATen): 1 stays 1, -1 alternates, every other base gives 0
+    neg = tl.where((e & 1) != 0, base * 0 - 1, base * 0 + 1)
+    small = tl.where(base == 1, base * 0 + 1, tl.where(base == -1, neg, base * 0))
+    return tl.where(e < 0, small, res)
 
 
 @triton.jit
