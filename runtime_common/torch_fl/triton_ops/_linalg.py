@@ -61,6 +61,14 @@ def _bstrides(t, batch):
     return [0] * (_NB - len(st)) + st
 
 
+def _margs(t, batch):
+    """Kernel args of a (*batch, r, c) matrix operand: 4 batch strides, row and column stride
+    (all 0 for an output that is not computed)."""
+    if t is None:
+        return [0] * (_NB + 2)
+    return [*_bstrides(t, batch), t.stride(-2), t.stride(-1)]
+
+
 def _bsizes(batch):
     if len(batch) > _NB:
         raise Unsupported(f"more than {_NB} batch dims")
@@ -235,8 +243,8 @@ def _getrf(A, LU, pivots, info, det=None, logabs=None):
     la = logabs if logabs is not None else dd
     ps, pl = _vec_strides(pivots, batch)
     _getrf_kernel[(nb,)](A, LU, pivots, info, dd, la, m, n, *_bsizes(batch),
-                         *_bstrides(A, batch), A.stride(-2), A.stride(-1),
-                         *_bstrides(LU, batch), LU.stride(-2), LU.stride(-1),
+                         *_margs(A, batch),
+                         *_margs(LU, batch),
                          *ps, pl, *_scal_strides(info, batch), *_scal_strides(dd, batch),
                          DET=det is not None and logabs is None, SLOGDET=logabs is not None,
                          ODT=I._odt(A.dtype), BLK=blk)
@@ -268,6 +276,12 @@ def _lu_tmp(A):
     return LU, piv, info
 
 
+def _det_operand(A):
+    """aten factors A^T when A is contiguous (and real): its LU is then F-contiguous without a copy,
+    and the det/slogdet backward solves with `adjoint` chosen by the same test."""
+    return A.mT if A.is_contiguous() else A
+
+
 def _linalg_det_result(A, *, result, LU, pivots):
     _square("linalg.det", A)
     _check_float("linalg.det", A)
@@ -277,7 +291,7 @@ def _linalg_det_result(A, *, result, LU, pivots):
     LU = _out(LU, A.shape, A.dtype, A.device)
     pivots = _out(pivots, batch + (n,), torch.int32, A.device)
     info = torch.empty(batch, dtype=torch.int32, device=A.device)
-    _getrf(A, LU, pivots, info, det=result)
+    _getrf(_det_operand(A), LU, pivots, info, det=result)
     return result, LU, pivots
 
 
@@ -291,7 +305,7 @@ def _linalg_slogdet_sign(A, *, sign, logabsdet, LU, pivots):
     LU = _out(LU, A.shape, A.dtype, A.device)
     pivots = _out(pivots, batch + (n,), torch.int32, A.device)
     info = torch.empty(batch, dtype=torch.int32, device=A.device)
-    _getrf(A, LU, pivots, info, det=sign, logabs=logabsdet)
+    _getrf(_det_operand(A), LU, pivots, info, det=sign, logabs=logabsdet)
     return sign, logabsdet, LU, pivots
 
 
@@ -341,10 +355,10 @@ def _lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots, P, L, U):
     blk = _block(m, n)
     ps, pl = _vec_strides(LU_pivots, batch)
     _lu_unpack_kernel[(nb,)](LU_data, LU_pivots, P, L, U, m, n, kk, *_bsizes(batch),
-                             *_bstrides(LU_data, batch), LU_data.stride(-2), LU_data.stride(-1),
-                             *ps, pl, *_bstrides(P, batch), P.stride(-2), P.stride(-1),
-                             *_bstrides(L, batch), L.stride(-2), L.stride(-1),
-                             *_bstrides(U, batch), U.stride(-2), U.stride(-1),
+                             *_margs(LU_data, batch),
+                             *ps, pl, *_margs(P if unpack_pivots else None, batch),
+                             *_margs(L if unpack_data else None, batch),
+                             *_margs(U if unpack_data else None, batch),
                              DATA=bool(unpack_data), PIVOTS=bool(unpack_pivots),
                              ODT=I._odt(P.dtype), BLK=blk)
 
@@ -463,9 +477,9 @@ def _solve(M, B, X, piv=None, *, sym=False, eye=False, piv_fwd=False, piv_bwd=Fa
     pv = piv if piv is not None else X
     ps, pl = _vec_strides(pv, batch) if piv is not None else ([0] * _NB, 0)
     _solve_kernel[(nb,)](M, pv, B, X, n, k, *_bsizes(batch),
-                         *_bstrides(M, batch), M.stride(-2), M.stride(-1), *ps, pl,
-                         *_bstrides(B, batch), B.stride(-2), B.stride(-1),
-                         *_bstrides(X, batch), X.stride(-2), X.stride(-1),
+                         *_margs(M, batch), *ps, pl,
+                         *_margs(B, batch),
+                         *_margs(X, batch),
                          SYM=sym, EYE=eye, PIV_FWD=piv_fwd, PIV_BWD=piv_bwd, LOWER=lower, UNIT_L=unit_l,
                          UPPER=upper, UNIT_U=unit_u, ODT=I._odt(X.dtype), BLK=blk, BK=bk)
     return X
@@ -573,7 +587,7 @@ def _linalg_solve_ex_result(A, B, *, left=True, check_errors=False, result, LU, 
     LU = _out(LU, A.shape, A.dtype, A.device)
     pivots = _out(pivots, abatch + (n,), torch.int32, A.device)
     info = _out(info, abatch, torch.int32, A.device)
-    _getrf(A, LU, pivots, info)
+    _getrf(A, LU, pivots, info)  # LU of A itself (unlike det/slogdet), as the backward expects
     if check_errors:
         _check_errors(info, "torch.linalg.solve_ex", A.dim() == 2)
     X = result.unsqueeze(-1) if vector else result
@@ -645,8 +659,8 @@ def _cholesky(A, upper, L, info):
     # upper: A = U^T U reads the upper triangle; that is the lower Cholesky of A^T, stored transposed
     Av, Lv = (A.mT, L.mT) if upper else (A, L)
     _cholesky_kernel[(nb,)](Av, Lv, info, n, *_bsizes(batch),
-                            *_bstrides(Av, batch), Av.stride(-2), Av.stride(-1),
-                            *_bstrides(Lv, batch), Lv.stride(-2), Lv.stride(-1),
+                            *_margs(Av, batch),
+                            *_margs(Lv, batch),
                             *_scal_strides(info, batch), ODT=I._odt(A.dtype), BLK=blk)
 
 
@@ -777,10 +791,9 @@ def linalg_qr_out(A, mode="reduced", *, Q, R):
     if nb == 0 or (m == 0 and n == 0):
         return Q, R
     want_q = mode != "r"
-    qs = (_bstrides(Q, batch), Q.stride(-2), Q.stride(-1)) if want_q else ([0] * _NB, 0, 0)
     _qr_kernel[(nb,)](A, Q, R, R, m, n, qc, *_bsizes(batch),
-                      *_bstrides(A, batch), A.stride(-2), A.stride(-1),
-                      *qs[0], qs[1], qs[2], *_bstrides(R, batch), R.stride(-2), R.stride(-1),
+                      *_margs(A, batch),
+                      *_margs(Q if want_q else None, batch), *_margs(R, batch),
                       0, 0, 0, 0, 0, RMODE=0, WANT_Q=want_q, ODT=I._odt(A.dtype), BLK=blk)
     return Q, R
 
@@ -800,8 +813,8 @@ def geqrf(self):
         return a, tau
     ts, tl_ = _vec_strides(tau, batch)
     _qr_kernel[(nb,)](self, a, a, tau, m, n, kk, *_bsizes(batch),
-                      *_bstrides(self, batch), self.stride(-2), self.stride(-1),
-                      *([0] * _NB), 0, 0, *_bstrides(a, batch), a.stride(-2), a.stride(-1), *ts, tl_,
+                      *_margs(self, batch),
+                      *([0] * _NB), 0, 0, *_margs(a, batch), *ts, tl_,
                       RMODE=1, WANT_Q=False, ODT=I._odt(self.dtype), BLK=blk)
     return a, tau
 
@@ -910,21 +923,15 @@ def _linalg_svd_U(A, full_matrices=False, compute_uv=True, *, driver=None, U, S,
     # Jacobi works on the tall side: for m < n, A^T = V S U^T
     tall = m >= n
     W = A if tall else A.mT
-    Uw = U if tall else Vh.mT
-    Vw = Vh.mT if tall else U
     mm, nn = (m, n) if tall else (n, m)
-    ucols = (mm if full_matrices else nn)
-    Uk = Uw if compute_uv else W
-    Vk = Vw if compute_uv else W
+    ucols = mm if full_matrices else nn
     if compute_uv:
-        us = (_bstrides(Uk, batch), Uk.stride(-2), Uk.stride(-1))
-        vs = (_bstrides(Vk, batch), Vk.stride(-2), Vk.stride(-1))
+        Uk, Vk = (U, Vh.mT) if tall else (Vh.mT, U)
     else:
-        us = vs = ([0] * _NB, 0, 0)
+        Uk = Vk = None
     ss, sl = _vec_strides(S, batch)
-    _svd_kernel[(nb,)](W, Uk, S, Vk, mm, nn, ucols, *_bsizes(batch),
-                       *_bstrides(W, batch), W.stride(-2), W.stride(-1),
-                       *us[0], us[1], us[2], *ss, sl, *vs[0], vs[1], vs[2],
+    _svd_kernel[(nb,)](W, S if Uk is None else Uk, S, S if Vk is None else Vk, mm, nn, ucols, *_bsizes(batch),
+                       *_margs(W, batch), *_margs(Uk, batch), *ss, sl, *_margs(Vk, batch),
                        SWEEPS=_SWEEPS, WANT_UV=bool(compute_uv), ODT=I._odt(dt), BLK=blk)
     return U, S, Vh
 
@@ -994,11 +1001,10 @@ def _linalg_eigh_eigenvalues(A, UPLO="L", compute_v=True, *, eigenvalues, eigenv
     if nb == 0 or n == 0:
         return eigenvalues, eigenvectors
     Av = A.mT if UPLO in ("U", "u") else A  # the upper triangle is the lower one of A^T
-    V = eigenvectors if compute_v else A
-    vs = (_bstrides(V, batch), V.stride(-2), V.stride(-1)) if compute_v else ([0] * _NB, 0, 0)
+    V = eigenvectors if compute_v else None
     ws, wl = _vec_strides(eigenvalues, batch)
-    _eigh_kernel[(nb,)](Av, eigenvalues, V, n, *_bsizes(batch),
-                        *_bstrides(Av, batch), Av.stride(-2), Av.stride(-1), *ws, wl, *vs[0], vs[1], vs[2],
+    _eigh_kernel[(nb,)](Av, eigenvalues, eigenvalues if V is None else V, n, *_bsizes(batch),
+                        *_margs(Av, batch), *ws, wl, *_margs(V, batch),
                         SWEEPS=_SWEEPS, WANT_V=bool(compute_v), ODT=I._odt(A.dtype), BLK=blk)
     return eigenvalues, eigenvectors
 

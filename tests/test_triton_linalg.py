@@ -1,0 +1,297 @@
+"""torch_fl.triton_ops linalg family: every kernel against the CPU aten op (LAPACK).
+
+Kernels run under Triton's interpreter (TRITON_INTERPRET=1 is set before triton is
+imported) on CPU tensors, and a few on `npu` tensors.
+"""
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import torch_fl.triton_ops as tops  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not tops.available(), reason="triton not installed")
+
+F32, F64, I32 = torch.float32, torch.float64, torch.int32
+TOL = {F32: dict(rtol=1.3e-6, atol=1e-5), F64: dict(rtol=1e-7, atol=1e-7)}
+EXERCISED: set = set()
+
+
+def k(name):
+    EXERCISED.add(name)
+    return tops.kernel_for(name)
+
+
+def close(actual, expected, **kw):
+    torch.testing.assert_close(actual, expected, **{**TOL.get(expected.dtype, {}), **kw})
+
+
+def rnd(*shape, dtype=F32, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64).to(dtype)
+
+
+def well_conditioned(*shape, dtype=F32, seed=0):
+    """Random square matrices plus n*I: LU pivots still vary, the condition number stays small."""
+    a = rnd(*shape, dtype=F64, seed=seed)
+    return (a + a.shape[-1] * torch.eye(a.shape[-1], dtype=F64) * torch.sign(a[..., :1, :1])).to(dtype)
+
+
+def spd(*shape, dtype=F32, seed=0):
+    a = rnd(*shape, dtype=F64, seed=seed)
+    return (a @ a.mT + shape[-1] * torch.eye(shape[-1], dtype=F64)).to(dtype)
+
+
+def empty(dtype=F32):
+    return torch.empty(0, dtype=dtype)
+
+
+def noncontig(t):
+    """Same values, transposed memory (batched column-major)."""
+    return t.mT.contiguous().mT
+
+
+# ------------------------------------------------------------------ LU -----
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("shape", [(4, 4), (2, 5, 5), (3, 4, 6), (6, 3), (2, 1, 3, 3), (0, 3, 3), (3, 0)])
+def test_lu_factor_ex_unpack_and_lu(shape, dtype):
+    A = rnd(*shape, dtype=dtype)
+    LU, piv, info = k("linalg_lu_factor_ex.out")(A, LU=empty(dtype), pivots=empty(I32), info=empty(I32))
+    eLU, epiv, einfo = torch.linalg.lu_factor_ex(A)
+    close(LU, eLU)
+    assert piv.dtype == I32 and torch.equal(piv, epiv)
+    assert torch.equal(info, einfo)
+    P, L, U = k("lu_unpack.out")(eLU, epiv, P=empty(dtype), L=empty(dtype), U=empty(dtype))
+    for a, e in zip((P, L, U), torch.lu_unpack(eLU, epiv)):
+        close(a, e, rtol=0, atol=0)
+    P, L, U = k("linalg_lu.out")(noncontig(A) if A.dim() >= 2 else A, P=empty(dtype), L=empty(dtype),
+                                 U=empty(dtype))
+    for a, e in zip((P, L, U), torch.linalg.lu(A)):
+        close(a, e)
+
+
+def test_lu_unpack_flags_and_singular_info():
+    A = rnd(3, 4, 4)
+    A[1, :, 2] = 0  # column 3 zero: the third pivot is zero, getrf reports info = 3 and goes on
+    LU, piv, info = k("linalg_lu_factor_ex.out")(A, LU=empty(), pivots=empty(I32), info=empty(I32))
+    eLU, epiv, einfo = torch.linalg.lu_factor_ex(A)
+    assert info.tolist() == einfo.tolist() == [0, 3, 0]
+    close(LU, eLU)
+    assert torch.equal(piv, epiv)
+    P, L, U = k("lu_unpack.out")(eLU, epiv, False, True, P=empty(), L=empty(), U=empty())
+    eP, eL, eU = torch.lu_unpack(eLU, epiv, unpack_data=False)
+    assert torch.equal(P, eP) and L.shape == eL.shape and U.shape == eU.shape
+    with pytest.raises(RuntimeError, match="not invertible|singular|zero"):
+        k("linalg_lu_factor_ex.out")(A, check_errors=True, LU=empty(), pivots=empty(I32), info=empty(I32))
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_det_slogdet(dtype):
+    A = rnd(3, 5, 5, dtype=dtype)
+    A[2] = 0  # singular: det 0, sign 0, logabsdet -inf
+    det, LU, piv = k("_linalg_det.result")(A, result=empty(dtype), LU=empty(dtype), pivots=empty(I32))
+    edet, eLU, epiv = torch.ops.aten._linalg_det(A)
+    close(det, edet)
+    close(LU, eLU)
+    assert torch.equal(piv, epiv)
+    sign, logabs, LU, piv = k("_linalg_slogdet.sign")(A, sign=empty(dtype), logabsdet=empty(dtype), LU=empty(dtype),
+                                                      pivots=empty(I32))
+    esign, elogabs, _, _ = torch.ops.aten._linalg_slogdet(A)
+    close(sign, esign)
+    close(logabs, elogabs)
+    d0 = k("_linalg_det.result")(rnd(0, 0, dtype=dtype), result=empty(dtype), LU=empty(dtype), pivots=empty(I32))[0]
+    assert d0.item() == 1.0
+
+
+# ---------------------------------------------------------------- solves ---
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("unit", [False, True])
+def test_solve_triangular(dtype, upper, left, unit):
+    A = well_conditioned(2, 1, 5, 5, dtype=dtype)
+    B = rnd(3, 5, 2, dtype=dtype, seed=1)  # batch dims broadcast: (2, 1) with (3,)
+    B = B if left else B.mT
+    expected = torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unit)
+    close(k("linalg_solve_triangular")(A, B, upper=upper, left=left, unitriangular=unit), expected)
+    out = torch.empty(7, dtype=dtype)
+    got = k("linalg_solve_triangular.out")(noncontig(A), B, upper=upper, left=left, unitriangular=unit, out=out)
+    assert got is out
+    close(out, expected)
+
+
+def test_solve_triangular_in_place_out_is_b():
+    A, B = well_conditioned(4, 4), rnd(4, 3, seed=2)
+    expected = torch.linalg.solve_triangular(A, B, upper=True)
+    k("linalg_solve_triangular.out")(A, B, upper=True, out=B)
+    close(B, expected)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("adjoint", [False, True])
+def test_lu_solve(dtype, left, adjoint):
+    A = rnd(2, 5, 5, dtype=dtype)
+    LU, piv = torch.linalg.lu_factor(A)
+    B = rnd(5, 3, dtype=dtype, seed=1)
+    B = B if left else B.mT
+    got = k("linalg_lu_solve.out")(LU, piv, B, left=left, adjoint=adjoint, out=empty(dtype))
+    close(got, torch.linalg.lu_solve(LU, piv, B, left=left, adjoint=adjoint))
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("left", [True, False])
+def test_solve_ex(dtype, left):
+    A = rnd(2, 4, 4, dtype=dtype)
+    for B in (rnd(2, 4, 3, dtype=dtype, seed=1), rnd(2, 4, dtype=dtype, seed=1)):
+        if B.dim() == 2 and not left:
+            continue
+        B = B if left or B.dim() == 2 else B.mT
+        got = k("_linalg_solve_ex.result")(A, B, left=left, result=empty(dtype), LU=empty(dtype),
+                                           pivots=empty(I32), info=empty(I32))
+        expected = torch.ops.aten._linalg_solve_ex(A, B, left=left)
+        close(got[0], expected[0])
+        close(got[1], expected[1])
+        assert torch.equal(got[2], expected[2]) and torch.equal(got[3], expected[3])
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_inv_ex(dtype):
+    A = rnd(3, 4, 4, dtype=dtype)
+    A[1] = 0
+    inv, info = k("linalg_inv_ex.inverse")(noncontig(A), inverse=empty(dtype), info=empty(I32))
+    einv, einfo = torch.linalg.inv_ex(A)
+    assert torch.equal(info, einfo) and info.tolist() == [0, 1, 0]
+    close(inv[[0, 2]], einv[[0, 2]])
+    with pytest.raises(RuntimeError, match="not invertible|singular"):
+        k("linalg_inv_ex.inverse")(A, check_errors=True, inverse=empty(dtype), info=empty(I32))
+
+
+# -------------------------------------------------------------- cholesky ---
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_family(dtype, upper):
+    A = spd(2, 5, 5, dtype=dtype)
+    # garbage in the ignored triangle must not matter
+    Ag = A + (torch.triu(rnd(5, 5, dtype=dtype, seed=3), 1) if not upper else torch.tril(rnd(5, 5, dtype=dtype), -1))
+    L, info = k("linalg_cholesky_ex.L")(Ag, upper=upper, L=empty(dtype), info=empty(I32))
+    eL, einfo = torch.linalg.cholesky_ex(A, upper=upper)
+    close(L, eL)
+    assert torch.equal(info, einfo)
+    close(k("cholesky")(A, upper), torch.cholesky(A, upper))
+    close(k("cholesky_inverse")(eL, upper), torch.cholesky_inverse(eL, upper))
+    B = rnd(5, 2, dtype=dtype, seed=1)
+    close(k("_cholesky_solve_helper")(B.expand(2, 5, 2), eL, upper), torch.cholesky_solve(B, eL, upper))
+
+
+def test_cholesky_not_positive_definite():
+    A = spd(3, 4, 4)
+    A[1, 2, 2] = -100.0
+    L, info = k("linalg_cholesky_ex.L")(A, L=empty(), info=empty(I32))
+    assert info.tolist() == torch.linalg.cholesky_ex(A).info.tolist() == [0, 3, 0]
+    close(L[[0, 2]], torch.linalg.cholesky(A[[0, 2]]))
+    with pytest.raises(RuntimeError, match="positive-definite"):
+        k("cholesky")(A, False)
+
+
+# -------------------------------------------------------------------- QR ---
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4), (1, 1), (0, 3)])
+def test_qr_geqrf(dtype, shape):
+    A = rnd(*shape, dtype=dtype)
+    for mode in ("reduced", "complete", "r"):
+        Q, R = k("linalg_qr.out")(noncontig(A), mode, Q=empty(dtype), R=empty(dtype))
+        eQ, eR = torch.linalg.qr(A, mode)
+        assert Q.shape == eQ.shape
+        close(Q, eQ)  # Householder signs as LAPACK: compared as they are
+        close(R, eR)
+    a, tau = k("geqrf")(A)
+    ea, etau = torch.geqrf(A)
+    close(a, ea)
+    close(tau, etau)
+
+
+# ------------------------------------------------------------- SVD / eigh --
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4), (1, 3), (2, 0, 3)])
+@pytest.mark.parametrize("full", [False, True])
+def test_svd(dtype, shape, full):
+    A = rnd(*shape, dtype=dtype)
+    U, S, Vh = k("_linalg_svd.U")(A, full, U=empty(dtype), S=empty(dtype), Vh=empty(dtype))
+    eU, eS, eVh = torch.linalg.svd(A, full_matrices=full)
+    assert U.shape == eU.shape and Vh.shape == eVh.shape
+    close(S, eS)
+    kk = S.shape[-1]
+    # singular vectors are unique up to sign: compare |U|, |Vh| of the k leading ones, and U S Vh
+    close(U[..., :kk].abs(), eU[..., :kk].abs())
+    close(Vh[..., :kk, :].abs(), eVh[..., :kk, :].abs())
+    close((U[..., :kk] * S.unsqueeze(-2)) @ Vh[..., :kk, :], A, atol=1e-5 if dtype == F32 else 1e-12)
+    eye = lambda n: torch.eye(n, dtype=dtype)  # noqa: E731
+    close(U.mT @ U, eye(U.shape[-1]).expand(U.mT.shape[:-2] + (U.shape[-1],) * 2), atol=1e-6, rtol=0)
+    close(Vh @ Vh.mT, eye(Vh.shape[-2]).expand(Vh.shape[:-2] + (Vh.shape[-2],) * 2), atol=1e-6, rtol=0)
+    U2, S2, Vh2 = k("_linalg_svd.U")(A, full, False, U=empty(dtype), S=empty(dtype), Vh=empty(dtype))
+    close(S2, eS)
+    assert U2.numel() == 0 and Vh2.numel() == 0
+
+
+def test_svd_rank_deficient_completes_u():
+    A = rnd(5, 2, dtype=F64) @ rnd(2, 4, dtype=F64, seed=1)  # rank 2
+    U, S, Vh = k("_linalg_svd.U")(A, True, U=empty(F64), S=empty(F64), Vh=empty(F64))
+    close(S, torch.linalg.svdvals(A), atol=1e-12)
+    close(U.mT @ U, torch.eye(5, dtype=F64), atol=1e-12, rtol=0)
+    close(U[:, :4] * S @ Vh, A, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh(dtype, uplo):
+    S = rnd(2, 5, 5, dtype=dtype)
+    S = S + S.mT
+    Sg = S + (torch.triu(rnd(5, 5, dtype=dtype, seed=4), 1) if uplo == "L" else torch.tril(rnd(5, 5, dtype=dtype), -1))
+    w, v = k("_linalg_eigh.eigenvalues")(Sg, uplo, eigenvalues=empty(dtype), eigenvectors=empty(dtype))
+    ew, ev = torch.linalg.eigh(S)
+    close(w, ew)
+    close(v.abs(), ev.abs())  # eigenvectors are unique up to sign
+    w2, v2 = k("_linalg_eigh.eigenvalues")(S, uplo, False, eigenvalues=empty(dtype), eigenvectors=empty(dtype))
+    close(w2, ew)
+    assert v2.numel() == 0
+
+
+# ---------------------------------------------------------- declining ------
+def test_unsupported_inputs_decline():
+    with pytest.raises(tops.Unsupported, match="exceeds"):
+        k("linalg_inv_ex.inverse")(rnd(65, 65), inverse=empty(), info=empty(I32))
+    with pytest.raises(tops.Unsupported, match="complex"):
+        k("_linalg_svd.U")(rnd(3, 3).to(torch.complex64), U=empty(), S=empty(), Vh=empty())
+
+
+# ------------------------------------------------------------------ npu ----
+def _npu():
+    try:
+        import torch_fl_npu  # noqa: F401
+        torch.empty(1, device="npu")
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+@pytest.mark.skipif(not _npu(), reason="npu backend not installed")
+def test_on_npu():
+    A, B = rnd(2, 4, 4), rnd(2, 4, 3, seed=1)
+    dev = lambda t: t.to("npu")  # noqa: E731
+    got = k("_linalg_solve_ex.result")(dev(A), dev(B), result=empty().to("npu"), LU=empty().to("npu"),
+                                       pivots=empty(I32).to("npu"), info=empty(I32).to("npu"))
+    assert got[0].device.type == "npu"
+    close(got[0].cpu(), torch.linalg.solve(A, B))
+    U, S, Vh = k("_linalg_svd.U")(dev(A), U=empty().to("npu"), S=empty().to("npu"), Vh=empty().to("npu"))
+    close(S.cpu(), torch.linalg.svdvals(A))
+    L, _ = k("linalg_cholesky_ex.L")(dev(spd(4, 4)), L=empty().to("npu"), info=empty(I32).to("npu"))
+    close(L.cpu(), torch.linalg.cholesky(spd(4, 4)))
+
+
+def test_every_op_exercised():
+    from torch_fl.triton_ops import _linalg_ops
+
+    missing = set(_linalg_ops.OPS) - EXERCISED
+    assert not missing, f"ops without a test: {sorted(missing)}"
