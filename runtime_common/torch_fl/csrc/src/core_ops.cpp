@@ -14,6 +14,8 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -233,7 +235,34 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
   return self;
 }
 
+// Conjugate/Negative bits are lazy flags on views; our copies move bytes, so a flagged
+// source is resolved on the host, where ATen's own kernels apply the flags. (The math-bit
+// fallback would instead clone through copy_, which lands here again: endless recursion.)
+at::Tensor copy_resolving_math_bits(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(!dst.is_conj() && !dst.is_neg(), "copy_: a conjugate or negative view is not a valid destination");
+  at::Tensor host;
+  if (src.device().is_cpu()) {
+    host = src.resolve_conj().resolve_neg();
+  } else {
+    const bool conj = src.is_conj();
+    const bool neg = src.is_neg();
+    at::Tensor raw = conj ? src._conj() : src;  // _conj / _neg_view toggle the flag off (views)
+    if (neg) raw = raw._neg_view();
+    at::Tensor bytes = at::empty_strided(raw.sizes(), raw.strides(), raw.options().device(at::kCPU));
+    copy_from(raw, bytes, false);
+    if (conj) bytes = bytes._conj();
+    if (neg) bytes = bytes._neg_view();
+    host = bytes.resolve_conj().resolve_neg();
+  }
+  if (dst.device().is_cpu()) {
+    dst.copy_(host);
+    return dst;
+  }
+  return copy_from(host, dst, non_blocking);
+}
+
 at::Tensor copy_from_op(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  if (self.is_conj() || self.is_neg()) return copy_resolving_math_bits(self, dst, non_blocking);
   return copy_from(self, dst, non_blocking);
 }
 
@@ -293,13 +322,20 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   return dst;
 }
 
+// _copy_from sees math-bit sources itself (see copy_resolving_math_bits).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
+TORCH_LIBRARY_IMPL(aten, Negative, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
+
 void register_core_ops(torch::Library& m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("as_strided", TORCH_FN(as_strided));
   m.impl("view", TORCH_FN(view));
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));
-  m.impl("unfold", TORCH_FN(at::native::unfold));  // a view: sizes and strides only
+  // views: sizes and strides only, the same on every backend
+  m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
   m.impl("resize_", TORCH_FN(resize_));
   m.impl("_copy_from", TORCH_FN(copy_from_op));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
