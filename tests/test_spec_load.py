@@ -47,7 +47,8 @@ def test_kernels_dtypes_fallback_amp(npu):
     assert k.include_dirs == (ROOT / "simnpu" / "include",)
     assert k.libraries == ("simnpu_kernels",)
     assert k.library_dirs == (ROOT / "simnpu" / "build" / "lib",)
-    assert npu.dtypes[:4] == ("float32", "float64", "float16", "bfloat16") and len(npu.dtypes) == 10
+    assert npu.dtypes[:4] == ("float32", "float64", "float16", "bfloat16") and len(npu.dtypes) == 12
+    assert npu.dtypes[-2:] == ("complex64", "complex128")
     assert npu.fallback == model.FallbackPolicy(default=("triton", "cpu"), warn="once", triton="interpret")
     assert npu.amp == model.Amp(dtypes=("float16", "bfloat16"), default="float16")
 
