@@ -9,5 +9,7 @@ OPS: tuple[str, ...] = (
     "linalg_solve_triangular", "linalg_solve_triangular.out", "_linalg_solve_ex.result",
     "linalg_inv_ex.inverse", "_linalg_det.result", "_linalg_slogdet.sign", "linalg_cholesky_ex.L",
     "cholesky", "cholesky_inverse", "_cholesky_solve_helper", "linalg_qr.out", "geqrf",
-    "_linalg_svd.U", "_linalg_eigh.eigenvalues",
+    "_linalg_svd.U", "_linalg_eigh.eigenvalues", "linalg_householder_product",
+    "linalg_householder_product.out", "ormqr", "ormqr.out", "linalg_cross", "linalg_cross.out",
+    "linalg_lstsq.out",
 )
