@@ -2,7 +2,8 @@
 
 Exit codes: 0 success, 1 invalid spec, 2 usage error (click), 3 build failed,
 4 generated output is stale (check), 5 OpInfo results missing or unreadable (matrix),
-6 the traced script failed or no chip backend is installed (coverage).
+6 the traced script failed or no chip backend is installed (coverage),
+7 the doctor found a problem (doctor).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ EXIT_BUILD = 3
 EXIT_STALE = 4
 EXIT_RESULTS = 5
 EXIT_COVERAGE = 6
+EXIT_DOCTOR = 7  # = torch_fl.doctor.EXIT_PROBLEMS, so both doctors exit alike
 
 log = logging.getLogger("torchfl_gen")
 
@@ -214,6 +216,30 @@ def coverage(spec_path: str, script: str, as_json: bool, script_args: tuple[str,
     click.echo(report.to_json() if as_json else report.table())
     if error is not None:
         _fail(f"error: {script} failed: {error}", EXIT_COVERAGE)
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option("--backend", help="Check only this backend (device type).")
+@click.option("--script", type=click.Path(dir_okay=False, exists=True),
+              help="Training script to run (in this process, until its second optimizer step) and check.")
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+def doctor(as_json: bool, backend: str | None, script: str | None, script_args: tuple[str, ...]) -> None:
+    """Diagnose the installed backends and, with --script, a training script (as python -m torch_fl doctor).
+
+    Backends: why one fails to load (the loader's text), driver against backend version, devices.
+    Script: parameters on another device than their module's input, CPU fallbacks in one step,
+    torch.cuda.amp on a non-CUDA device, cudnn settings without effect. Arguments after `--` go
+    to the script.
+    """
+    from torch_fl.doctor import run
+
+    if script_args and script is None:
+        raise click.UsageError("script arguments given without --script")
+    report = run(backend=backend, script=script, script_args=list(script_args))
+    click.echo(report.to_json() if as_json else report.text())
+    if not report.ok:
+        _fail(f"error: the doctor found {report.count('error')} problem(s)", EXIT_DOCTOR)
 
 
 if __name__ == "__main__":

@@ -44,29 +44,37 @@ class GradientDeviceError(RuntimeError):
     """A backward produced a gradient on another device than its forward input."""
 
 
+def _own(module) -> frozenset:
+    return frozenset(id(p) for p in module._parameters.values() if p is not None)
+
+
 class _ParameterNames:
     """parameter -> (module path, module class, parameter name), learned from forwards."""
 
     def __init__(self):
         # Keyed by id with a weak reference each (a WeakKeyDictionary would compare tensors with ==).
         self._names: dict[int, tuple[weakref.ref, tuple[str, str, str]]] = {}
-        self._scanned: "weakref.WeakKeyDictionary[torch.nn.Module, bool]" = weakref.WeakKeyDictionary()
+        self._scanned: "weakref.WeakKeyDictionary[torch.nn.Module, frozenset]" = weakref.WeakKeyDictionary()
+        self._paths: "weakref.WeakKeyDictionary[torch.nn.Module, str]" = weakref.WeakKeyDictionary()
 
     def pre_forward(self, module, args):
-        # The outermost module that runs names everything under it (once); its submodules'
-        # pre-hooks then find themselves scanned. A submodule run on its own first is renamed
-        # by its parent later: the longer path (from the outermost module) wins.
-        if module in self._scanned:
+        # The outermost module that runs names everything under it; a submodule run on its own
+        # first is renamed by its parent later (the longer path, from the outermost module, wins).
+        # A module is rescanned when its own parameters changed (one replaced or added).
+        if self._scanned.get(module) == _own(module):
             return
-        self._scanned[module] = True
+        base = self._paths.get(module, "")
         for path, sub in module.named_modules():
-            self._scanned[sub] = True
+            full = ".".join(p for p in (base, path) if p)
+            if len(full) >= len(self._paths.get(sub, "")):
+                self._paths[sub] = full
+            self._scanned[sub] = _own(sub)
             for name, param in sub.named_parameters(recurse=False):
                 known = self._get(param)
-                if known is None or len(path) > len(known[0]):
+                if known is None or len(self._paths[sub]) >= len(known[0]):
                     key = id(param)
                     ref = weakref.ref(param, lambda _, key=key: self._names.pop(key, None))
-                    self._names[key] = (ref, (path, type(sub).__name__, name))
+                    self._names[key] = (ref, (self._paths[sub], type(sub).__name__, name))
 
     def _get(self, tensor):
         ref, entry = self._names.get(id(tensor), (None, None))

@@ -40,6 +40,7 @@ class DevicePlacementPolicy:
         self.rules = {str(pattern): torch.device(device) for pattern, device in rules.items()}
         self.default = torch.device(default) if default is not None else None
         self._handles: list = []
+        self._placed: list[nn.Module] = []  # modules whose inputs a hook moves (marked for the doctor)
 
     def plan(self, model: nn.Module) -> dict[str, torch.device]:
         """Qualified module name ("" for the root) -> device; raises for a rule that matches nothing."""
@@ -84,23 +85,29 @@ class DevicePlacementPolicy:
                 # Chained children: each one takes its input where it runs, the chain's output
                 # comes back at the end (the root's hook does that for a root Sequential).
                 for child in children:
-                    self._handles.append(modules[child].register_forward_pre_hook(
-                        self._inputs_to(plan[child]), with_kwargs=True))
+                    self._input_hook(modules[child], plan[child])
                 if name:
                     self._handles.append(module.register_forward_hook(self._outputs_to(plan[name])))
             else:
                 for child in mixed:
-                    self._handles.append(modules[child].register_forward_pre_hook(
-                        self._inputs_to(plan[child]), with_kwargs=True))
+                    self._input_hook(modules[child], plan[child])
                     self._handles.append(modules[child].register_forward_hook(self._outputs_to(plan[name])))
         self.placement = plan
+        model._torch_fl_placement = plan  # the doctor takes this split as deliberate
         return model
+
+    def _input_hook(self, module: nn.Module, device: torch.device) -> None:
+        module._torch_fl_placed = device
+        self._placed.append(module)
+        self._handles.append(module.register_forward_pre_hook(self._inputs_to(device), with_kwargs=True))
 
     def remove(self) -> None:
         """Take the inserted transfers out again (tensors stay where they are)."""
         for handle in self._handles:
             handle.remove()
-        self._handles = []
+        for module in self._placed:
+            module._torch_fl_placed = None
+        self._handles, self._placed = [], []
 
     @staticmethod
     def _inputs_to(device: torch.device):

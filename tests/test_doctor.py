@@ -1,0 +1,173 @@
+"""The doctor: a missing driver library, a version mismatch, a parameter left on the CPU, AMP and cudnn misuse."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import torch
+from torch import nn
+
+import torch_fl
+from torch_fl import doctor
+from torch_fl.placement import DevicePlacementPolicy
+from torch_fl import triton_ops
+
+from e2e_helpers import ROOT, run_python
+# The failing-driver chip of the end-to-end tests: a variant whose driver folder a test controls.
+from test_e2e_npu import npu_backend, set_driver, variant_backend  # noqa: F401  (fixtures)
+
+
+def run_doctor(*args: str, env: dict | None = None, cli: str = "torch_fl") -> subprocess.CompletedProcess:
+    command = ["-m", "torch_fl", "doctor"] if cli == "torch_fl" else ["-m", "torchfl_gen", "doctor"]
+    import os
+
+    return subprocess.run([sys.executable, *command, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env=dict(os.environ, **(env or {})))
+
+
+def findings(output: str, section: str = "Backends") -> list[dict]:
+    return json.loads(output)["sections"][section]
+
+
+def test_healthy_npu_backend():
+    proc = run_doctor("--backend", "npu", "--json")
+    assert proc.returncode == 0, proc.stderr
+    by_check = {f["check"]: f for f in findings(proc.stdout)}
+    assert by_check["driver"]["status"] == "ok" and "libsimnpu_runtime.so" in by_check["driver"]["message"]
+    assert by_check["version"]["details"] == {"driver": "2.1", "built_for": "2.1"}
+    assert by_check["devices"]["details"]["devices"][1].endswith("(npu:1)")
+
+
+def test_missing_driver_library_is_diagnosed_with_the_loader_text(variant_backend):
+    set_driver(variant_backend, None)  # an empty driver folder
+    env = {"PYTHONPATH": str(variant_backend / "site")}
+    proc = run_doctor("--backend", "npuvariant", "--json", env=env)
+    assert proc.returncode == doctor.EXIT_PROBLEMS, proc.stderr
+    (driver,) = [f for f in findings(proc.stdout) if f["check"] == "driver"]
+    assert driver["status"] == "error" and driver["subject"] == "npuvariant"
+    assert "cannot load driver library 'libsimnpu_runtime.so'" in driver["message"]
+    assert "cannot open shared object file" in driver["message"]  # dlerror's own words
+    assert str(variant_backend / "lib") in driver["message"]
+    text = run_doctor("--backend", "npuvariant", env=env, cli="torchfl_gen")
+    assert text.returncode == 7
+    assert "error  driver     npuvariant: libsimnpu_runtime.so does not load" in text.stdout
+    assert text.stderr.strip().splitlines()[-1] == "error: the doctor found 1 problem(s)"
+
+
+def test_driver_version_mismatch_is_diagnosed():
+    proc = run_doctor("--backend", "npu", "--json", env={"SIMNPU_DRIVER_VERSION_OVERRIDE": "2.0"})
+    assert proc.returncode == doctor.EXIT_PROBLEMS
+    (version,) = [f for f in findings(proc.stdout) if f["check"] == "version"]
+    assert version["status"] == "error" and version["message"] == "driver 2.0, backend built for 2.1"
+    assert version["details"]["driver"] == "2.0" and version["details"]["built_for"] == "2.1"
+    assert "torch-fl-npu==0.1.0+driver2.0" in version["hint"]
+
+
+BAD_SCRIPT = """
+    import torch
+    from torch import nn
+
+    torch.backends.cudnn.deterministic = True
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU()).to("npu")
+    model.append(nn.Linear(8, 2))  # added after .to(): left on the CPU
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.cuda.amp.GradScaler(enabled=False)
+    for step in range(1000):
+        with torch.cuda.amp.autocast():
+            loss = model(torch.randn(16, 4, device="npu")).sum()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_script_with_a_parameter_left_on_cpu_cuda_amp_and_cudnn(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(BAD_SCRIPT))
+    proc = run_doctor("--json", "--backend", "npu", "--script", str(script))
+    assert proc.returncode == doctor.EXIT_PROBLEMS, proc.stderr
+    report = findings(proc.stdout, f"Script {script}")
+    placement = [f for f in report if f["check"] == "placement"]
+    assert [f["subject"] for f in placement] == ["parameter 'weight' of module '2' (Linear)",
+                                                 "parameter 'bias' of module '2' (Linear)"]
+    assert all(f["message"] == "on cpu, but the module's input is on npu:0" for f in placement)
+    amp = {f["subject"]: f for f in report if f["check"] == "amp"}
+    assert set(amp) == {"torch.cuda.amp.grad_scaler.GradScaler", "torch.cuda.amp.autocast_mode.autocast"}
+    assert amp["torch.cuda.amp.autocast_mode.autocast"]["details"]["where"] == f"{script}:11"
+    assert amp["torch.cuda.amp.grad_scaler.GradScaler"]["details"]["where"] == f"{script}:9"
+    (cudnn,) = [f for f in report if f["check"] == "cudnn"]
+    assert cudnn["subject"] == "torch.backends.cudnn.deterministic" and "use_deterministic_algorithms" in cudnn["hint"]
+    (failed,) = [f for f in report if f["check"] == "run"]
+    assert "expected all tensors on a" in failed["message"]
+
+
+def _cpu_only_op() -> str:
+    """An op the npu serves neither with a vendor kernel nor with Triton: it takes the CPU fallback."""
+    import torch_fl_npu
+
+    for op in ("histc", "bucketize.Tensor", "kthvalue.values", "logcumsumexp"):
+        if op not in torch_fl_npu.spec.VENDOR_OPS and op not in triton_ops.SUPPORTED_OPS:
+            return op
+    raise AssertionError("every candidate op has an npu kernel now: add one that still falls back")
+
+
+class WithFallback(nn.Module):
+    def __init__(self, op: str):
+        super().__init__()
+        self.op = op
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.fc(x)
+        extra = {"histc": lambda: torch.histc(y.detach(), bins=4).sum(),
+                 "bucketize.Tensor": lambda: torch.bucketize(y.detach(), torch.zeros(2, device=y.device)).sum(),
+                 "kthvalue.values": lambda: torch.kthvalue(y.detach(), 2).values.sum(),
+                 "logcumsumexp": lambda: torch.logcumsumexp(y.detach(), 0).sum()}[self.op]()
+        return y.sum() + 0 * extra
+
+
+def test_check_model_counts_one_steps_cpu_fallbacks_and_names_a_cpu_parameter():
+    torch_fl.init()
+    op = _cpu_only_op()
+    model = WithFallback(op).to("npu")
+    x = torch.randn(3, 4, device="npu")
+    before = torch_fl.fallback_stats()
+    model(x).backward()  # the same step, counted independently
+    after = torch_fl.fallback_stats()
+    expected = {o: p["cpu"] - before.get(o, {}).get("cpu", 0) for o, p in after.items()
+                if p.get("cpu", 0) > before.get(o, {}).get("cpu", 0)}
+    assert op in expected
+    report = doctor.check_model(model, x).as_dict()["sections"]["Model"]
+    (fallbacks,) = [f for f in report if f["check"] == "fallbacks"]
+    assert fallbacks["status"] == "warn" and fallbacks["details"]["ops"] == expected
+    assert [f["status"] for f in report if f["check"] == "placement"] == ["ok"]
+
+    model.fc.bias = nn.Parameter(torch.zeros(4))  # replaced on the CPU
+    report = doctor.check_model(model, x)
+    assert not report.ok
+    static, runtime = [f for f in report.findings if f.check == "placement"]
+    assert static.subject == "fc.bias" and static.message.startswith("on cpu, while 1 other tensor(s) are on npu:0")
+    assert runtime.subject == "parameter 'bias' of module 'fc' (Linear)"
+
+
+def test_a_deliberate_split_is_not_a_placement_error():
+    torch_fl.init()
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    DevicePlacementPolicy({"2": "npu"}).apply(model)
+    report = doctor.check_model(model, torch.randn(3, 4))
+    assert [f.status for f in report.findings if f.check == "placement"] == ["ok"]
+    assert report.ok, report.text()
+
+
+def test_text_output_reads_like_a_checklist():
+    proc = run_python("""
+        import sys
+        from torch_fl.__main__ import main
+        sys.exit(main(["doctor", "--backend", "npu"]))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("torch_fl doctor: torch ")
+    assert "  ok     version    npu: driver 2.1, backend built for 2.1" in lines
+    assert lines[-1] == "0 error(s), 0 warning(s)"
