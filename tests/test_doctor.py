@@ -2,27 +2,48 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 from torch import nn
 
 import torch_fl
-from torch_fl import doctor
+from torch_fl import doctor, triton_ops
 from torch_fl.placement import DevicePlacementPolicy
-from torch_fl import triton_ops
 
 from e2e_helpers import ROOT, run_python
-# The failing-driver chip of the end-to-end tests: a variant whose driver folder a test controls.
-from test_e2e_npu import npu_backend, set_driver, variant_backend  # noqa: F401  (fixtures)
+from test_e2e_npu import VARIANT_SPEC_EDITS
+
+
+@pytest.fixture(scope="session")
+def driverless_chip(tmp_path_factory):
+    """The end-to-end suite's variant chip (no kernels, driver looked up only in its own lib/),
+    built here under the shared build lock, with that folder left empty: its driver is missing.
+    (No environment variable can hide the installed npu's driver: its kernel library links it.)"""
+    root = tmp_path_factory.mktemp("driverless")
+    text = (ROOT / "specs" / "npu.yaml").read_text().replace("../generator/schema", str(ROOT / "generator" / "schema"))
+    for old, new in VARIANT_SPEC_EDITS.items():
+        text = text.replace(old, new)
+    for first, last in (("kernels:\n", "dtypes:"), ("ops:\n", "# Ops the spec does not name")):
+        text = text[:text.index(first)] + text[text.index(last):]
+    (root / "variant.yaml").write_text(text)
+    build = subprocess.run(["flock", "/tmp/torchfl-build.lock", sys.executable, "-m", "torchfl_gen", "build",
+                            str(root / "variant.yaml"), "--output", str(root / "pkg"), "--no-install"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    assert build.returncode == 0, build.stderr
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(root / "site"),
+                          build.stdout.strip().splitlines()[-1]], capture_output=True, text=True)
+    assert pip.returncode == 0, pip.stderr
+    (root / "lib").mkdir()
+    return root
 
 
 def run_doctor(*args: str, env: dict | None = None, cli: str = "torch_fl") -> subprocess.CompletedProcess:
     command = ["-m", "torch_fl", "doctor"] if cli == "torch_fl" else ["-m", "torchfl_gen", "doctor"]
-    import os
-
     return subprocess.run([sys.executable, *command, *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=600, env=dict(os.environ, **(env or {})))
 
@@ -40,16 +61,15 @@ def test_healthy_npu_backend():
     assert by_check["devices"]["details"]["devices"][1].endswith("(npu:1)")
 
 
-def test_missing_driver_library_is_diagnosed_with_the_loader_text(variant_backend):
-    set_driver(variant_backend, None)  # an empty driver folder
-    env = {"PYTHONPATH": str(variant_backend / "site")}
+def test_missing_driver_library_is_diagnosed_with_the_loader_text(driverless_chip):
+    env = {"PYTHONPATH": str(driverless_chip / "site")}
     proc = run_doctor("--backend", "npuvariant", "--json", env=env)
     assert proc.returncode == doctor.EXIT_PROBLEMS, proc.stderr
     (driver,) = [f for f in findings(proc.stdout) if f["check"] == "driver"]
     assert driver["status"] == "error" and driver["subject"] == "npuvariant"
     assert "cannot load driver library 'libsimnpu_runtime.so'" in driver["message"]
     assert "cannot open shared object file" in driver["message"]  # dlerror's own words
-    assert str(variant_backend / "lib") in driver["message"]
+    assert str(driverless_chip / "lib") in driver["message"]
     text = run_doctor("--backend", "npuvariant", env=env, cli="torchfl_gen")
     assert text.returncode == 7
     assert "error  driver     npuvariant: libsimnpu_runtime.so does not load" in text.stdout

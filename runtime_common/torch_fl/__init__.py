@@ -2,6 +2,8 @@
 
 `init()` discovers the installed backends, `set_default_device()` makes one the
 default; `fallback_stats()` and `strict_fallback()` show and police CPU fallbacks.
+`data.DeviceLoader`, `placement.DevicePlacementPolicy`, `monitor.DeviceMonitor` and
+`DynamicDeviceSelector`, `autograd_check` (installed by init()); `python -m torch_fl doctor`.
 """
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import os
 from pathlib import Path
 
 from ._api import BackendInfo, fallback_stats, init, reset_fallback_stats, set_default_device, strict_fallback
+from . import autograd_check, data, monitor, placement  # noqa: E402,F401  (torch_fl.data.DeviceLoader, ...)
 
 __version__ = "0.1.0"
 __all__ = ["BackendInfo", "csrc_dir", "fallback_stats", "init", "reset_fallback_stats", "set_default_device", "strict_fallback"]
