@@ -1,11 +1,11 @@
 """Train one model split over two devices and the same model on one, and compare them.
 
-    python examples/split_placement.py                    # stem on npu, head on cpu
-    python examples/split_placement.py --rule "0=cpu" --rule "blocks.*=npu" --out run.json
+    python examples/split_placement.py    # input layer and the second residual block on npu, the rest on cpu
+    python examples/split_placement.py --rule "0=cpu" --rule "2*=npu" --out run.json
 
 `torch_fl.placement.DevicePlacementPolicy` moves each submodule to the device its name
 matches and inserts the transfers at the module boundaries; `torch_fl.data.DeviceLoader`
-brings the batches to the model's first device. Both runs start from the same weights and
+brings the batches to the root's device (the split moves them on). Both runs start from the same weights and
 see the same batches, so their losses and final weights agree to fp32 tolerance.
 """
 import argparse
