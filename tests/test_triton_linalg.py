@@ -258,6 +258,56 @@ def test_eigh(dtype, uplo):
     assert v2.numel() == 0
 
 
+# --------------------------------------------------- Householder products --
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("shape", [(5, 5), (6, 4), (2, 1, 5, 3)])
+def test_householder_product_ormqr(dtype, shape):
+    a, tau = torch.geqrf(rnd(*shape, dtype=dtype))
+    for t in (tau, tau[..., :2], tau[..., :0]):
+        expected = torch.linalg.householder_product(a, t)
+        close(k("linalg_householder_product")(a, t), expected)
+        out = torch.empty(3, dtype=dtype)
+        assert k("linalg_householder_product.out")(noncontig(a), t, out=out) is out
+        close(out, expected)
+    m = shape[-2]
+    for left in (True, False):
+        for transpose in (False, True):
+            C = rnd(*shape[:-2], *((m, 3) if left else (3, m)), dtype=dtype, seed=1)
+            expected = torch.ormqr(a, tau, C, left, transpose)
+            close(k("ormqr")(a, tau, C, left, transpose), expected)
+            close(k("ormqr.out")(a, tau, noncontig(C), left, transpose, out=empty(dtype)), expected)
+
+
+# ------------------------------------------------------------------ cross --
+@pytest.mark.parametrize("dtype", [F32, F64, torch.int64, I32])
+def test_cross(dtype):
+    for sa, sb, dim in [((5, 3), (5, 3), -1), ((4, 3, 2), (4, 3, 2), 1), ((1, 3), (5, 3), -1), ((0, 3), (0, 3), 1)]:
+        a, b = (rnd(*sa, seed=1) * 10).to(dtype), (rnd(*sb, seed=2) * 10).to(dtype)
+        expected = torch.linalg.cross(a, b, dim=dim)
+        close(k("linalg_cross")(a, b, dim=dim), expected, **({} if dtype.is_floating_point else dict(rtol=0, atol=0)))
+        out = torch.empty(2, 2, dtype=dtype).mT  # wrong shape and not contiguous: resized
+        close(k("linalg_cross.out")(a, b, dim=dim, out=out), expected)
+    with pytest.raises(RuntimeError, match="must have length 3"):
+        k("linalg_cross")(rnd(2, 4), rnd(2, 4))
+
+
+# ----------------------------------------------------------------- lstsq ---
+@pytest.mark.parametrize("shape", [(4, 3), (3, 3), (2, 3), (2, 5, 3)])
+@pytest.mark.parametrize("driver", [None, "gels", "gelsy", "gelss", "gelsd"])
+def test_lstsq(shape, driver):
+    A = rnd(*shape, dtype=F64)
+    A = (A + torch.eye(*shape[-2:], dtype=F64) * 3).to(F32)  # well conditioned
+    for B in (rnd(*shape[:-1], 2, seed=1), rnd(*shape[:-1], seed=1) if len(shape) == 3 else None):
+        if B is None:
+            continue
+        expected = torch.linalg.lstsq(A, B, driver=driver)
+        got = k("linalg_lstsq.out")(A, B, driver=driver, solution=empty(), residuals=empty(),
+                                    rank=empty(torch.int64), singular_values=empty())
+        for g, e in zip(got, expected):
+            assert g.shape == e.shape and g.dtype == e.dtype
+            close(g, e, **({} if e.dtype.is_floating_point else dict(rtol=0, atol=0)))
+
+
 # ---------------------------------------------------------- declining ------
 def test_unsupported_inputs_decline():
     with pytest.raises(tops.Unsupported, match="exceeds"):
