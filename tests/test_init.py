@@ -1,0 +1,39 @@
+"""torch_fl.init(): discovery through entry points, the probe of each backend, DEBUG log."""
+from __future__ import annotations
+
+from e2e_helpers import last_json_line, run_python
+
+PROBE = """
+    import json, logging, torch, torch_fl
+    logging.basicConfig(level=logging.DEBUG, format="%(name)s %(message)s")
+    info = torch_fl.init()
+    npu = info["npu"]
+    print(json.dumps({"names": sorted(info), "kind": npu.kind, "available": npu.available,
+                      "count": npu.device_count, "built": npu.driver_version, "runtime": npu.runtime_version,
+                      "libraries": list(npu.libraries), "error": npu.error}))
+"""
+
+
+def test_init_probes_the_driver_and_logs_each_step():
+    proc = run_python(PROBE, env={"SIMNPU_DEVICE_COUNT": "3"})
+    assert proc.returncode == 0, proc.stderr
+    info = last_json_line(proc.stdout)
+    assert info["names"] == ["npu"]  # a CPU torch: no cuda entry, no other torch.backends entry
+    assert info["kind"] == "generated" and info["available"] and info["count"] == 3
+    assert info["built"] == info["runtime"] == "2.1"
+    assert [path.rsplit("/", 1)[-1] for path in info["libraries"]] == ["libsimnpu_runtime.so"]
+    log = [line for line in proc.stderr.splitlines() if line.startswith("torch_fl ")]
+    expected = ["entry points torch_fl.backends: ['npu']", "found backend npu -> torch_fl_npu",
+                "torch_fl_npu registered as torch.npu", f"npu driver loaded from {info['libraries'][0]}, version 2.1 "
+                "(built for 2.1)", "npu driver: loaded; 3 device(s)", "other torch.backends entry points: none",
+                "this torch has no CUDA/ROCm support", "autograd device check installed (custom Function backwards)"]
+    assert [line.removeprefix("torch_fl torch_fl: ") for line in log] == expected
+
+
+def test_init_reports_a_mismatched_driver_without_raising():
+    proc = run_python(PROBE, env={"SIMNPU_DRIVER_VERSION_OVERRIDE": "2.0"})
+    assert proc.returncode == 0, proc.stderr
+    info = last_json_line(proc.stdout)
+    assert not info["available"] and info["count"] == 0 and info["runtime"] is None
+    assert info["error"].startswith("driver version mismatch") and "reports version 2.0" in info["error"]
+    assert "npu driver: driver version mismatch" in proc.stderr
