@@ -19,6 +19,7 @@ that do something other than what they seem to on the chip.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -432,7 +433,8 @@ def check_script(path: str, args: list[str] | None = None) -> Report:
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     error = None
     allocations_before = _allocations()
-    with _Recorder(stop_after_steps=2) as recorder:
+    # The script's own prints go to stderr: stdout carries the report (JSON with --json).
+    with _Recorder(stop_after_steps=2) as recorder, contextlib.redirect_stdout(sys.stderr):
         try:
             runpy.run_path(path, run_name="__main__")
         except SystemExit as exit_:
