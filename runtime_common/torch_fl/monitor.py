@@ -172,7 +172,7 @@ class DeviceMonitor:
             return self._generated
         from ._api import init
 
-        return [name for name, info in init().items() if info.kind == "generated" and info.available]
+        return [name for name, info in init(check_autograd=False).items() if info.kind == "generated" and info.available]
 
     def sample(self) -> list[DeviceStats]:
         stats = []
