@@ -1284,6 +1284,214 @@ def linalg_lstsq_out(self, b, rcond=None, *, driver=None, solution, residuals, r
     return solution, residuals, rank, singular_values
 
 
+# ------------------------------------------------------------------- LDL ---
+@triton.jit
+def _ldl_kernel(a_ptr, ld_ptr, piv_ptr, info_ptr, n,
+                s0, s1, s2, s3,
+                a0, a1, a2, a3, a_r, a_c,
+                l0, l1, l2, l3, l_r, l_c,
+                p0, p1, p2, p3, p_s,
+                i0, i1, i2, i3,
+                ODT: tl.constexpr, BLK: tl.constexpr):
+    """Bunch-Kaufman L D L^T of the lower triangle, step for step as LAPACK dsytf2 (uplo L):
+    1x1 or 2x2 pivots, interchanges only inside the trailing matrix, pivots 1-based (negative
+    for both rows of a 2x2 block). The trailing matrix is kept symmetric in registers."""
+    pid = tl.program_id(0).to(tl.int64)
+    r1 = tl.arange(0, BLK)
+    rows = r1[:, None]
+    cols = r1[None, :]
+    A = tl.load(a_ptr + _boff(pid, s0, s1, s2, s3, a0, a1, a2, a3) + rows * a_r + cols * a_c,
+                mask=(rows < n) & (cols < n) & (rows >= cols), other=0.0).to(tl.float64)
+    A = tl.where(rows >= cols, A, tl.trans(A))
+    alpha = (1.0 + tl.sqrt(17.0)) / 8.0
+    info = tl.zeros((), tl.int32)
+    pv = tl.zeros((BLK,), tl.int32)
+    k = tl.zeros((), tl.int32)
+    for _ in range(0, n):
+        act = k < n
+        ck = _col(A, cols, k)
+        absakk = tl.abs(_at(ck, r1, k))
+        below = tl.where((r1 > k) & (r1 < n), tl.abs(ck), -1.0)
+        colmax = tl.maximum(tl.max(below, axis=0), 0.0)
+        imax = tl.min(tl.where(below == tl.max(below, axis=0), r1, BLK), axis=0)
+        zero = (tl.maximum(absakk, colmax) == 0.0) | (absakk != absakk)
+        info = tl.where(act & zero & (info == 0), k + 1, info)
+        cim = _col(A, cols, imax)
+        rowmax = tl.max(tl.where((r1 >= k) & (r1 < n) & (r1 != imax), tl.abs(cim), 0.0), axis=0)
+        absimax = tl.abs(_at(cim, r1, imax))
+        one_k = zero | (absakk >= alpha * colmax) | (absakk * rowmax >= alpha * colmax * colmax)
+        one_imax = (~one_k) & (absimax >= alpha * rowmax)
+        step2 = (~one_k) & (~one_imax)
+        kp = tl.where(one_k, k, imax)
+        kk = tl.where(step2, k + 1, k)
+        # symmetric interchange of kk and kp inside the trailing matrix (rows/cols >= k)
+        lo = tl.where(act, k, BLK)
+        ri = _row(A, rows, kk)
+        rp = _row(A, rows, kp)
+        A = tl.where((cols >= lo) & (rows == kk), rp[None, :], tl.where((cols >= lo) & (rows == kp), ri[None, :], A))
+        ci = _col(A, cols, kk)
+        cp = _col(A, cols, kp)
+        A = tl.where((rows >= lo) & (cols == kk), cp[:, None], tl.where((rows >= lo) & (cols == kp), ci[:, None], A))
+        # elimination (skipped for a zero column)
+        lo1 = tl.where(act & ~zero & ~step2, k, BLK)
+        lo2 = tl.where(act & ~zero & step2, k, BLK)
+        ck = _col(A, cols, k)
+        ck1 = _col(A, cols, k + 1)
+        akk = _at(ck, r1, k)
+        x = tl.where((r1 > k) & (r1 < n), ck, 0.0)
+        d11 = 1.0 / tl.where(akk != 0.0, akk, 1.0)
+        A = tl.where((rows > lo1) & (cols > lo1), A - d11 * x[:, None] * x[None, :], A)
+        A = tl.where((cols == lo1) & (rows > lo1), (x * d11)[:, None], A)
+        A = tl.where((rows == lo1) & (cols > lo1), (x * d11)[None, :], A)
+        d21 = _at(ck, r1, k + 1)
+        d21s = tl.where(d21 != 0.0, d21, 1.0)
+        e11 = _at(ck1, r1, k + 1) / d21s
+        e22 = akk / d21s
+        t = 1.0 / (e11 * e22 - 1.0)
+        f21 = t / d21s
+        y0 = tl.where((r1 > k + 1) & (r1 < n), ck, 0.0)
+        y1 = tl.where((r1 > k + 1) & (r1 < n), ck1, 0.0)
+        wk = f21 * (e11 * y0 - y1)
+        wkp1 = f21 * (e22 * y1 - y0)
+        A = tl.where((rows > lo2 + 1) & (cols > lo2 + 1),
+                     A - (y0[:, None] * wk[None, :] + y1[:, None] * wkp1[None, :]), A)
+        A = tl.where((cols == lo2) & (rows > lo2 + 1), wk[:, None], A)
+        A = tl.where((cols == lo2 + 1) & (rows > lo2 + 1), wkp1[:, None], A)
+        A = tl.where((rows == lo2) & (cols > lo2 + 1), wk[None, :], A)
+        A = tl.where((rows == lo2 + 1) & (cols > lo2 + 1), wkp1[None, :], A)
+        pval = tl.where(step2, -(kp + 1), kp + 1)
+        k2 = tl.where(step2, k + 1, -1)
+        pv = tl.where((r1 == k) | (r1 == k2), pval, pv)
+        k = tl.where(act, tl.where(step2, k + 2, k + 1), k)
+    L = tl.where(rows >= cols, A, 0.0)
+    tl.store(ld_ptr + _boff(pid, s0, s1, s2, s3, l0, l1, l2, l3) + rows * l_r + cols * l_c,
+             K._to_odt(L, ODT), mask=(rows < n) & (cols < n))
+    tl.store(piv_ptr + _boff(pid, s0, s1, s2, s3, p0, p1, p2, p3) + r1 * p_s, pv, mask=r1 < n)
+    tl.store(info_ptr + _boff(pid, s0, s1, s2, s3, i0, i1, i2, i3), info)
+
+
+def linalg_ldl_factor_ex_out(self, *, hermitian=False, check_errors=False, LD, pivots, info):
+    _check_float("torch.linalg.ldl_factor_ex", self)
+    _square("torch.linalg.ldl_factor_ex", self)
+    batch, n = tuple(self.shape[:-2]), self.shape[-1]
+    blk = _block(n)
+    LD = _out(LD, self.shape, self.dtype, self.device)
+    pivots = _out(pivots, batch + (n,), torch.int32, self.device)
+    info = _out(info, batch, torch.int32, self.device)
+    nb = _nbatch(batch)
+    if nb and n == 0:
+        I.fill_into(info, 0)
+    elif nb:
+        src = _copy_of(self) if _overlaps(LD, self) else self
+        ps, pl = _vec_strides(pivots, batch)
+        _ldl_kernel[(nb,)](src, LD, pivots, info, n, *_bsizes(batch), *_margs(src, batch), *_margs(LD, batch),
+                           *ps, pl, *_scal_strides(info, batch), ODT=I._odt(self.dtype), BLK=blk)
+    if check_errors:
+        _check_errors(info, "torch.linalg.ldl_factor_ex", self.dim() == 2)
+    return LD, pivots, info
+
+
+@triton.jit
+def _bvec(flag, r1):
+    """A scalar condition as a vector (the interpreter cannot combine scalar and vector bools)."""
+    return (r1 * 0 + flag.to(tl.int32)) != 0
+
+
+@triton.jit
+def _ldl_solve_kernel(ld_ptr, piv_ptr, b_ptr, x_ptr, n, k_,
+                      s0, s1, s2, s3,
+                      a0, a1, a2, a3, a_r, a_c,
+                      v0, v1, v2, v3, v_s,
+                      b0, b1, b2, b3, b_r, b_c,
+                      x0, x1, x2, x3, x_r, x_c,
+                      ODT: tl.constexpr, BLK: tl.constexpr, BK: tl.constexpr):
+    """A X = B for A = L D L^T from the Bunch-Kaufman factors, as LAPACK dsytrs (uplo L)."""
+    pid = tl.program_id(0).to(tl.int64)
+    r1 = tl.arange(0, BLK)
+    rows = r1[:, None]
+    cols = r1[None, :]
+    kc = tl.arange(0, BK)[None, :]
+    L = tl.load(ld_ptr + _boff(pid, s0, s1, s2, s3, a0, a1, a2, a3) + rows * a_r + cols * a_c,
+                mask=(rows < n) & (cols < n) & (rows >= cols), other=0.0).to(tl.float64)
+    X = tl.load(b_ptr + _boff(pid, s0, s1, s2, s3, b0, b1, b2, b3) + rows * b_r + kc * b_c,
+                mask=(rows < n) & (kc < k_), other=0.0).to(tl.float64)
+    voff = _boff(pid, s0, s1, s2, s3, v0, v1, v2, v3)
+    k = tl.zeros((), tl.int32)
+    for _ in range(0, n):  # forward: L and D, swaps first
+        act = k < n
+        p = tl.load(piv_ptr + voff + tl.minimum(k, n - 1) * v_s)
+        two = act & (p < 0)
+        kp = tl.where(p > 0, p - 1, -p - 1)
+        # 1x1 pivot
+        X1 = _swap_rows(X, rows, k, kp)
+        ck = _col(L, cols, k)
+        xk = _row(X1, rows, k)
+        X1 = tl.where(rows > k, X1 - ck[:, None] * xk[None, :], X1)
+        X1 = tl.where(rows == k, (xk / _at(ck, r1, k))[None, :], X1)
+        # 2x2 pivot
+        X2 = _swap_rows(X, rows, k + 1, kp)
+        ck1 = _col(L, cols, k + 1)
+        xk = _row(X2, rows, k)
+        xk1 = _row(X2, rows, k + 1)
+        X2 = tl.where(rows > k + 1, X2 - ck[:, None] * xk[None, :] - ck1[:, None] * xk1[None, :], X2)
+        akm1k = _at(ck, r1, k + 1)
+        akm1k = tl.where(akm1k != 0.0, akm1k, 1.0)
+        akm1 = _at(ck, r1, k) / akm1k
+        ak = _at(ck1, r1, k + 1) / akm1k
+        denom = akm1 * ak - 1.0
+        bkm1 = xk / akm1k
+        bk = xk1 / akm1k
+        X2 = tl.where(rows == k, ((ak * bkm1 - bk) / denom)[None, :], X2)
+        X2 = tl.where(rows == k + 1, ((akm1 * bk - bkm1) / denom)[None, :], X2)
+        X = tl.where(_bvec(two, r1)[:, None], X2, tl.where(_bvec(act, r1)[:, None], X1, X))
+        k = tl.where(act, tl.where(two, k + 2, k + 1), k)
+    k = n - 1
+    for _ in range(0, n):  # backward: L^T, swaps last
+        act = k >= 0
+        p = tl.load(piv_ptr + voff + tl.maximum(k, 0) * v_s)
+        two = act & (p < 0)
+        kp = tl.where(p > 0, p - 1, -p - 1)
+        ck = _col(L, cols, k)
+        ckm1 = _col(L, cols, k - 1)
+        tail = tl.where(rows > k, X, 0.0)
+        X1 = tl.where(rows == k, X - tl.sum(ck[:, None] * tail, axis=0)[None, :], X)
+        X2 = tl.where(rows == k - 1, X1 - tl.sum(ckm1[:, None] * tail, axis=0)[None, :], X1)
+        X1 = _swap_rows(X1, rows, k, kp)
+        X2 = _swap_rows(X2, rows, k, kp)
+        X = tl.where(_bvec(two, r1)[:, None], X2, tl.where(_bvec(act, r1)[:, None], X1, X))
+        k = tl.where(act, tl.where(two, k - 2, k - 1), k)
+    tl.store(x_ptr + _boff(pid, s0, s1, s2, s3, x0, x1, x2, x3) + rows * x_r + kc * x_c,
+             K._to_odt(X, ODT), mask=(rows < n) & (kc < k_))
+
+
+def linalg_ldl_solve_out(LD, pivots, B, *, hermitian=False, out):
+    _check_float("torch.linalg.ldl_solve", LD, B)
+    _square("torch.linalg.ldl_solve", LD)
+    if B.dim() < 2:
+        raise RuntimeError("torch.linalg.ldl_solve: Expected B to have at least 2 dimensions")
+    if pivots.dtype != torch.int32:
+        raise RuntimeError(f"torch.linalg.ldl_solve: Expected pivots to be integers. Got {pivots.dtype}")
+    n = LD.shape[-1]
+    if B.shape[-2] != n:
+        raise RuntimeError(f"torch.linalg.ldl_solve: Incompatible shapes of A and B for the equation AX = B "
+                           f"({n}x{n} and {B.shape[-2]}x{B.shape[-1]})")
+    batch = _bcast_batch(LD, B)
+    _block(n, B.shape[-1])
+    out = _out(out, batch + tuple(B.shape[-2:]), B.dtype, B.device)
+    nb, nrhs = _nbatch(batch), B.shape[-1]
+    if nb == 0 or n == 0 or nrhs == 0:
+        return out
+    X = torch.empty(out.shape, dtype=out.dtype, device=out.device) if _overlaps(out, B) else out
+    piv = pivots.expand(batch + (n,))
+    ps, pl = _vec_strides(piv, batch)
+    _ldl_solve_kernel[(nb,)](LD, piv, B, X, n, nrhs, *_bsizes(batch), *_margs(LD, batch), *ps, pl,
+                             *_margs(B, batch), *_margs(X, batch), ODT=I._odt(out.dtype),
+                             BLK=_block(n), BK=_block(nrhs))
+    if X is not out:
+        I.copy_into(out, X)
+    return out
+
+
 KERNELS: dict[str, Callable] = {
     "linalg_lu_factor_ex.out": linalg_lu_factor_ex_out,
     "lu_unpack.out": lu_unpack_out,
@@ -1310,4 +1518,6 @@ KERNELS: dict[str, Callable] = {
     "linalg_cross": linalg_cross,
     "linalg_cross.out": linalg_cross_out,
     "linalg_lstsq.out": linalg_lstsq_out,
+    "linalg_ldl_factor_ex.out": linalg_ldl_factor_ex_out,
+    "linalg_ldl_solve.out": linalg_ldl_solve_out,
 }
