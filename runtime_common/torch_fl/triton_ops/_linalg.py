@@ -1492,6 +1492,59 @@ def linalg_ldl_solve_out(LD, pivots, B, *, hermitian=False, out):
     return out
 
 
+# ------------------------------------------------------------ matrix_exp --
+@triton.jit
+def _matmul_reg(A, B, cols, rows, n):
+    """A @ B for two register blocks (n x n used): sum of n rank-1 products."""
+    C = tl.zeros(A.shape, tl.float64)
+    for j in range(0, n):
+        C += _col(A, cols, j)[:, None] * _row(B, rows, j)[None, :]
+    return C
+
+
+@triton.jit
+def _matrix_exp_kernel(a_ptr, o_ptr, n,
+                       s0, s1, s2, s3,
+                       a0, a1, a2, a3, a_r, a_c,
+                       o0, o1, o2, o3, o_r, o_c,
+                       DEGREE: tl.constexpr, ODT: tl.constexpr, BLK: tl.constexpr):
+    """Scaling and squaring in fp64: A / 2^s has 1-norm <= 1/2, its exponential is the Taylor
+    polynomial of degree DEGREE (Horner; truncation error < 2^-19 / 19! relative), then squared s times."""
+    pid = tl.program_id(0).to(tl.int64)
+    r1 = tl.arange(0, BLK)
+    rows = r1[:, None]
+    cols = r1[None, :]
+    msk = (rows < n) & (cols < n)
+    A = tl.load(a_ptr + _boff(pid, s0, s1, s2, s3, a0, a1, a2, a3) + rows * a_r + cols * a_c,
+                mask=msk, other=0.0).to(tl.float64)
+    norm = tl.max(tl.sum(tl.abs(A), axis=0), axis=0)
+    sc = tl.where(norm > 0.5, tl.ceil(tl.log2(tl.where(norm > 0.5, norm, 1.0) / 0.5)), 0.0)
+    sc = tl.minimum(sc, 1100.0)  # inf / nan norms: bounded loop, the result stays non-finite
+    A = A * tl.exp2(-sc)
+    eye = tl.where((rows == cols) & (rows < n), 1.0, 0.0).to(tl.float64)
+    E = eye
+    for i in tl.static_range(DEGREE, 0, -1):
+        E = eye + _matmul_reg(A, E, cols, rows, n) * (1.0 / i)
+    for _ in range(0, sc.to(tl.int32)):
+        E = _matmul_reg(E, E, cols, rows, n)
+    tl.store(o_ptr + _boff(pid, s0, s1, s2, s3, o0, o1, o2, o3) + rows * o_r + cols * o_c,
+             K._to_odt(E, ODT), mask=msk)
+
+
+def linalg_matrix_exp(self):
+    _check_float("linalg.matrix_exp", self)
+    _square("linalg.matrix_exp", self)
+    batch, n = tuple(self.shape[:-2]), self.shape[-1]
+    blk = _block(n)
+    out = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+    nb = _nbatch(batch)
+    if nb == 0 or n == 0:
+        return out
+    _matrix_exp_kernel[(nb,)](self, out, n, *_bsizes(batch), *_margs(self, batch), *_margs(out, batch),
+                              DEGREE=18, ODT=I._odt(self.dtype), BLK=blk)
+    return out
+
+
 KERNELS: dict[str, Callable] = {
     "linalg_lu_factor_ex.out": linalg_lu_factor_ex_out,
     "lu_unpack.out": lu_unpack_out,
@@ -1520,4 +1573,5 @@ KERNELS: dict[str, Callable] = {
     "linalg_lstsq.out": linalg_lstsq_out,
     "linalg_ldl_factor_ex.out": linalg_ldl_factor_ex_out,
     "linalg_ldl_solve.out": linalg_ldl_solve_out,
+    "linalg_matrix_exp": linalg_matrix_exp,
 }
