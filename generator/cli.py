@@ -8,6 +8,7 @@ Exit codes: 0 success, 1 invalid spec, 2 usage error (click), 3 build failed,
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -232,10 +233,13 @@ def doctor(as_json: bool, backend: str | None, script: str | None, script_args: 
     torch.cuda.amp on a non-CUDA device, cudnn settings without effect. Arguments after `--` go
     to the script.
     """
-    from torch_fl.doctor import run
-
     if script_args and script is None:
         raise click.UsageError("script arguments given without --script")
+    # Not loading every installed backend at `import torch` keeps the doctor alive where two
+    # generated backends are installed (the second aborts the process); it registers one itself.
+    os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    from torch_fl.doctor import run
+
     report = run(backend=backend, script=script, script_args=list(script_args))
     click.echo(report.to_json() if as_json else report.text())
     if not report.ok:

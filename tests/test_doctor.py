@@ -62,17 +62,21 @@ def test_healthy_npu_backend():
 
 
 def test_missing_driver_library_is_diagnosed_with_the_loader_text(driverless_chip):
-    env = {"PYTHONPATH": str(driverless_chip / "site")}
-    proc = run_doctor("--backend", "npuvariant", "--json", env=env)
+    site = {"PYTHONPATH": str(driverless_chip / "site")}
+    # Two generated backends are visible now: `import torch` would autoload both and abort on the
+    # second, so `python -m torch_fl` runs with autoload off; torchfl-gen doctor turns it off itself.
+    proc = run_doctor("--backend", "npuvariant", "--json", env=site | {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     assert proc.returncode == doctor.EXIT_PROBLEMS, proc.stderr
     (driver,) = [f for f in findings(proc.stdout) if f["check"] == "driver"]
     assert driver["status"] == "error" and driver["subject"] == "npuvariant"
     assert "cannot load driver library 'libsimnpu_runtime.so'" in driver["message"]
     assert "cannot open shared object file" in driver["message"]  # dlerror's own words
     assert str(driverless_chip / "lib") in driver["message"]
-    text = run_doctor("--backend", "npuvariant", env=env, cli="torchfl_gen")
-    assert text.returncode == 7
+    text = run_doctor(env=site, cli="torchfl_gen")
+    assert text.returncode == 7, text.stderr
     assert "error  driver     npuvariant: libsimnpu_runtime.so does not load" in text.stdout
+    assert "warn   backend    torch_fl: 2 generated backends installed" in text.stdout
+    assert "  ok     version    npu: driver 2.1, backend built for 2.1" in text.stdout  # the other one is fine
     assert text.stderr.strip().splitlines()[-1] == "error: the doctor found 1 problem(s)"
 
 

@@ -171,6 +171,13 @@ def check_environment(only: str | None = None) -> list[Finding]:
     if only is not None and only not in names and only not in ("cuda", "rocm"):
         return [Finding("backend", "error", only, f"no installed backend named '{only}'",
                         f"installed: {sorted(names) or 'none'}; build one with torchfl-gen build SPEC")]
+    if len(generated) > 1:
+        listed = ", ".join(f"{e.name} ({e.value})" for e in generated)
+        findings.append(Finding("backend", "warn", "torch_fl", f"{len(generated)} generated backends installed: {listed}",
+                                "a process holds one PrivateUse1 backend: `import torch` autoloads them all and the "
+                                "second aborts the process; set TORCH_DEVICE_BACKEND_AUTOLOAD=0 and call "
+                                "torch_fl_<chip>._register() for the one to use, or uninstall the others",
+                                {"backends": [e.name for e in generated]}))
     for entry in generated:
         if only in (None, entry.name):
             findings.extend(_generated_findings(entry.name, entry.value, probe_backend(entry.name, entry.value)))
@@ -465,11 +472,32 @@ def _allocations() -> int:
         return 0
 
 
+def _register_one(backend: str | None, findings: list[Finding]) -> None:
+    """With autoload off (TORCH_DEVICE_BACKEND_AUTOLOAD=0) nothing holds PrivateUse1 yet: register
+    the chosen backend, else the first healthy one, so the script finds its device."""
+    import importlib
+
+    import torch
+
+    if torch._C._get_privateuse1_backend_name() != "privateuseone":
+        return
+    healthy = [f.subject for f in findings if f.check == "devices" and f.status == "ok"]
+    chosen = backend or next(iter(healthy), None)
+    for entry in metadata.entry_points(group="torch_fl.backends"):
+        if entry.name == chosen:
+            try:
+                importlib.import_module(entry.value)._register()
+            except Exception:  # the environment findings already say why
+                pass
+            return
+
+
 def run(*, backend: str | None = None, script: str | None = None, script_args: list[str] | None = None) -> Report:
     """The whole doctor: environment, then the script when one is given."""
     report = Report()
     report.extend("Backends", check_environment(backend))
     if script is not None:
+        _register_one(backend, report.findings)
         workload = check_script(script, script_args)
         for title, indexes in workload.sections.items():
             report.extend(title, [workload.findings[i] for i in indexes])
