@@ -308,6 +308,48 @@ def test_lstsq(shape, driver):
             close(g, e, **({} if e.dtype.is_floating_point else dict(rtol=0, atol=0)))
 
 
+# ------------------------------------------------------------------- LDL ---
+def _symmetric_cases(dtype):
+    a = rnd(3, 6, 6, dtype=F64, seed=5)
+    a = a + a.mT
+    zero_diag = a.clone()
+    zero_diag[..., [0, 1, 3], [0, 1, 3]] = 0  # forces 2x2 pivots and interchanges
+    zero_col = a.clone()
+    zero_col[1, :, 2] = 0
+    zero_col[1, 2, :] = 0  # a zero column: info, no elimination there
+    return [t.to(dtype) for t in (a, zero_diag, zero_col, spd(2, 5, 5, dtype=F64))]
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_ldl_factor_and_solve(dtype):
+    saw_2x2 = False
+    for A in _symmetric_cases(dtype):
+        LD, piv, info = k("linalg_ldl_factor_ex.out")(A, LD=empty(dtype), pivots=empty(I32), info=empty(I32))
+        eLD, epiv, einfo = torch.linalg.ldl_factor_ex(A)
+        assert torch.equal(piv, epiv) and torch.equal(info, einfo)
+        close(LD, eLD)
+        saw_2x2 |= bool((epiv < 0).any())
+        if (einfo != 0).any():
+            continue
+        B = rnd(*A.shape[:-1], 3, dtype=dtype, seed=6)
+        expected = torch.linalg.ldl_solve(eLD, epiv, B)
+        close(k("linalg_ldl_solve.out")(eLD, epiv, B, out=empty(dtype)), expected,
+              **({} if dtype == F64 else dict(rtol=1e-5, atol=1e-4)))
+    assert saw_2x2, "the cases must exercise 2x2 pivots"
+
+
+# ------------------------------------------------------------ matrix_exp --
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_matrix_exp(dtype):
+    for A in (rnd(3, 4, 4, dtype=dtype), rnd(5, 5, dtype=dtype) * 3, torch.zeros(2, 2, dtype=dtype),
+              rnd(1, 1, dtype=dtype), noncontig(rnd(2, 3, 3, dtype=dtype) * 0.01)):
+        truth = torch.linalg.matrix_exp(A.double())
+        got = k("linalg_matrix_exp")(A)
+        assert got.dtype == dtype
+        # against the fp64 result: LAPACK-free, and aten's own fp32 result is further off
+        close(got.double(), truth, **({} if dtype == F64 else dict(rtol=1.3e-6 * 4, atol=1e-5)))
+
+
 # ---------------------------------------------------------- declining ------
 def test_unsupported_inputs_decline():
     with pytest.raises(tops.Unsupported, match="exceeds"):
