@@ -133,6 +133,20 @@ class FallbackPolicy:
 class Amp:
     dtypes: tuple[str, ...]             # torch dtype names, e.g. ("float16", "bfloat16")
     default: str
+    # aten ops ("conv2d", "pow.Tensor_Scalar") per casting policy; the spec's lists or,
+    # where it gives none, PyTorch's CUDA lists of the installed torch
+    lower_precision_ops: tuple[str, ...] = ()
+    fp32_ops: tuple[str, ...] = ()
+    promote_ops: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Distributed:
+    backend: str                        # torch.distributed backend name, e.g. "npuccl"
+    replaces: tuple[str, ...]           # names scripts pass that mean this backend here, e.g. ("nccl",)
+    unsupported_options: tuple[str, ...]  # options the library does not accept
+    init_method: str                    # tcp | env | file
+    staging: str                        # how collectives move data: "gloo" (host memory)
 
 
 @dataclass(frozen=True)
@@ -148,6 +162,7 @@ class ChipSpec:
     ops: tuple[OpEntry, ...] = field(default=())
     fallback: FallbackPolicy = FallbackPolicy(default=("cpu",), warn="once")
     amp: Amp | None = None
+    distributed: Distributed | None = None
 
     @property
     def triton_ops(self) -> tuple[str, ...]:

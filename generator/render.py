@@ -30,6 +30,7 @@ PRIVATEUSE1_FILES = (
     ("csrc/registration.cpp.j2", "csrc/registration.cpp"),
     ("csrc/ops.cpp.j2", "csrc/ops.cpp"),
     ("csrc/module.cpp.j2", "csrc/module.cpp"),
+    ("csrc/autocast.cpp.j2", "csrc/autocast.cpp"),
     ("package/__init__.py.j2", "{pkg}/__init__.py"),
     ("package/device.py.j2", "{pkg}/device.py"),
     ("package/spec.py.j2", "{pkg}/spec.py"),
@@ -136,6 +137,26 @@ def vendor_wrappers(spec: ChipSpec) -> list[VendorWrapper]:
     return wrappers
 
 
+def amp_kernels(spec: ChipSpec) -> dict[str, list]:
+    """The amp lists as autocast.cpp registers them: (name, overload) pairs, fp32 ops with
+    the policy CUDA casts them with; the `norm` overloads that append a dtype apart."""
+    from .amp_lists import FP32_APPEND_DTYPE, fp32_policy
+
+    def split(op: str) -> tuple[str, str]:
+        name, _, overload = op.partition(".")
+        return name, overload
+
+    amp = spec.amp
+    if amp is None:
+        return {"lower_precision": [], "fp32": [], "append_dtype": [], "promote": []}
+    return {
+        "lower_precision": [split(op) for op in amp.lower_precision_ops],
+        "fp32": [split(op) + (fp32_policy(op),) for op in amp.fp32_ops if fp32_policy(op) != FP32_APPEND_DTYPE],
+        "append_dtype": [op for op in amp.fp32_ops if fp32_policy(op) == FP32_APPEND_DTYPE],
+        "promote": [split(op) for op in amp.promote_ops],
+    }
+
+
 def _relpath(target: Path, output_dir: Path) -> str:
     return Path(os.path.relpath(target, output_dir)).as_posix()
 
@@ -166,6 +187,7 @@ def render(spec: ChipSpec, output_dir: Path) -> dict[str, str]:
         "package_version": f"{__version__}+driver{spec.driver.version}",
         "wrappers": vendor_wrappers(spec),
         "dtype_enum": DTYPE_ENUM,
+        "amp_kernels": amp_kernels(spec),
         "copy_wrapper": next((w for w in vendor_wrappers(spec) if w.op.name == "copy_"), None),
         "routed_ops": [op for op in spec.ops if op.kernel is None],
         "paths": {

@@ -290,6 +290,53 @@ def _semantic_errors(doc: YamlDocument) -> list[SpecError]:
         default = amp.get("default")
         if isinstance(default, str) and isinstance(amp_dtypes, list) and default not in amp_dtypes:
             out.append(doc.error(("amp", "default"), f"amp default '{default}' is not one of amp.dtypes"))
+        out += _amp_op_errors(doc, amp)
+
+    dist = data.get("distributed")
+    if isinstance(dist, dict):
+        backend = dist.get("backend")
+        if isinstance(backend, str) and backend in TORCH_DIST_BACKENDS:
+            out.append(doc.error(("distributed", "backend"), f"'{backend}' is one of torch.distributed's own "
+                                 "backends", hint="name the chip's library (e.g. '<chip>ccl'); list the names "
+                                 "it stands in for under 'replaces'"))
+    return out
+
+
+# torch.distributed's own backend names; a chip's backend may only replace them.
+TORCH_DIST_BACKENDS = frozenset({"undefined", "gloo", "nccl", "mpi", "ucc", "xccl", "fake", "threaded", "hccl"})
+
+AMP_OP_LISTS = ("lower_precision_ops", "fp32_ops", "promote_ops")
+
+
+def _amp_op_errors(doc: YamlDocument, amp: dict) -> list[SpecError]:
+    """Every op of the amp lists: a functional aten op, in at most one list."""
+    from . import torch_ops
+    from torchgen.model import SchemaKind
+
+    out: list[SpecError] = []
+    first: dict[str, str] = {}
+    op_re = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$")
+    for key in AMP_OP_LISTS:
+        ops = amp.get(key)
+        if not isinstance(ops, list):
+            continue
+        for i, op in enumerate(ops):
+            if not isinstance(op, str) or not op_re.match(op):
+                continue   # reported by the schema
+            path = ("amp", key, i)
+            f = torch_ops.lookup(op)
+            if f is None:
+                s = torch_ops.suggest(op)
+                out.append(doc.error(path, f"unknown aten op '{op}'" + (f" (did you mean '{s}'?)" if s else "")))
+            elif f.func.kind() != SchemaKind.functional:
+                out.append(doc.error(path, f"aten op '{op}' writes to its arguments ({f.func.kind().name}): "
+                                     "autocast casts only functional ops",
+                                     hint="name the functional overload"))
+            elif op in first:
+                out.append(doc.error(path, f"aten op '{op}' is already in amp.{first[op]}",
+                                     hint="an op has one casting policy"))
+            else:
+                first[op] = key
     return out
 
 
@@ -329,6 +376,7 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes) -> model.C
         ))
     fb = d.get("fallback") or {}
     amp = d.get("amp")
+    dist = d.get("distributed")
     return model.ChipSpec(
         spec_version=d["spec_version"],
         source=source,
@@ -355,8 +403,28 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes) -> model.C
         ops=tuple(ops),
         fallback=model.FallbackPolicy(default=tuple(fb.get("default", ("cpu",))), warn=fb.get("warn", "once"),
                                       triton=fb.get("triton", "compile")),
-        amp=model.Amp(dtypes=tuple(amp["dtypes"]), default=amp["default"]) if amp is not None else None,
+        amp=_amp(amp) if amp is not None else None,
+        distributed=model.Distributed(
+            backend=dist["backend"],
+            replaces=tuple(dist.get("replaces", ())),
+            unsupported_options=tuple(dist.get("unsupported_options", ())),
+            init_method=dist.get("init_method", "tcp"),
+            staging=dist.get("staging", "gloo"),
+        ) if dist is not None else None,
     )
+
+
+def _amp(amp: dict) -> model.Amp:
+    """The amp section, each op list defaulting to PyTorch's CUDA list of the installed torch."""
+    from . import amp_lists
+
+    defaults = {"lower_precision_ops": amp_lists.default_lower_precision_ops,
+                "fp32_ops": amp_lists.default_fp32_ops, "promote_ops": amp_lists.default_promote_ops}
+    named = {op for key in AMP_OP_LISTS for op in amp.get(key, ())}
+    # An op the spec names in one list leaves the defaulted ones: one policy per op.
+    lists = {key: tuple(amp[key]) if key in amp else tuple(op for op in defaults[key]() if op not in named)
+             for key in AMP_OP_LISTS}
+    return model.Amp(dtypes=tuple(amp["dtypes"]), default=amp["default"], **lists)
 
 
 def _internal(display: str, stage: str, e: Exception) -> SpecErrors:

@@ -87,9 +87,10 @@ def test_yaml_syntax_error(tmp_path):
 
 
 def test_yaml_unclosed_flow(tmp_path):
-    assert errors_of(tmp_path, edit(("  default: float16", "  default: [float16"))) == [
-        f"{F}:121:1: <document>: YAML syntax error: expected ',' or ']', but got '<stream end>' "
-        "(while parsing a flow sequence at line 120, column 12)"]
+    # the spec's last line: the flow sequence runs into the end of the file
+    assert errors_of(tmp_path, edit(("  staging: gloo", "  staging: [gloo"))) == [
+        f"{F}:130:1: <document>: YAML syntax error: expected ',' or ']', but got '<stream end>' "
+        "(while parsing a flow sequence at line 129, column 12)"]
 
 
 def test_composite_implicit_op(tmp_path):

@@ -50,7 +50,7 @@ def test_kernels_dtypes_fallback_amp(npu):
     assert npu.dtypes[:4] == ("float32", "float64", "float16", "bfloat16") and len(npu.dtypes) == 12
     assert npu.dtypes[-2:] == ("complex64", "complex128")
     assert npu.fallback == model.FallbackPolicy(default=("triton", "cpu"), warn="once", triton="interpret")
-    assert npu.amp == model.Amp(dtypes=("float16", "bfloat16"), default="float16")
+    assert (npu.amp.dtypes, npu.amp.default) == (("float16", "bfloat16"), "float16")
 
 
 def test_ops_in_spec_order_with_lines(npu):

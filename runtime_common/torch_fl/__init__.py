@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from ._api import BackendInfo, fallback_stats, init, reset_fallback_stats, set_default_device, strict_fallback
+from . import amp, distributed  # noqa: E402  (torch_fl.amp.autocast, torch_fl.distributed.get_backend_config)
 from . import autograd_check, data, monitor, placement  # noqa: E402,F401  (torch_fl.data.DeviceLoader, ...)
 
 __version__ = "0.1.0"

@@ -1,0 +1,291 @@
+"""torch.distributed for generated chips: the spec's `distributed` backend.
+
+`register_chip_backend(spec)` (called by the generated backend at load) registers the
+spec's backend with `torch.distributed.Backend.register_backend(..., devices=[chip])`.
+For a chip without a collective library of its own (`staging: gloo`, the simulated
+NPU) every collective stages through gloo on host memory: chip tensors are copied to
+the host, gloo runs the collective, results are copied back.
+
+`get_backend_config(device)` says how to call `init_process_group` for a device, and
+`init_process_group(backend="nccl")` on a chip whose spec `replaces: [nccl]` uses the
+chip's backend (one warning), so CUDA scripts run unchanged.
+"""
+from __future__ import annotations
+
+import datetime
+import functools
+import inspect
+import os
+import warnings
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["StagedProcessGroup", "get_backend_config", "register_chip_backend"]
+
+# backend name -> the generated spec module that registered it
+_specs: dict = {}
+
+
+def _done(result):
+    """A completed Work whose future holds `result` (the collective ran synchronously)."""
+    future = torch.futures.Future()
+    future.set_result(result)
+    return torch._C._distributed_c10d._create_work_from_future(future)
+
+
+def _host(t: torch.Tensor) -> torch.Tensor:
+    return t if t.device.type == "cpu" else t.to("cpu")
+
+
+def _back(dst: torch.Tensor, host: torch.Tensor) -> None:
+    if host is not dst:
+        dst.copy_(host)
+
+
+class StagedProcessGroup(dist.ProcessGroup):
+    """A ProcessGroup for a chip's tensors whose collectives run on a gloo group over host
+    copies. Collectives complete before they return (their Work is already done)."""
+
+    def __init__(self, store, rank: int, size: int, timeout: datetime.timedelta, backend_name: str):
+        super().__init__(rank, size)
+        self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+        self._name = backend_name
+
+    def getBackendName(self) -> str:
+        return self._name
+
+    @property
+    def gloo(self):
+        return self._gloo
+
+    # Each collective: host copies in, gloo, results back to the chip tensors.
+
+    def allreduce(self, tensors, opts=None):
+        opts = opts if opts is not None else dist.AllreduceOptions()
+        host = [_host(t) for t in tensors]
+        self._gloo.allreduce(host, opts).wait()
+        for t, h in zip(tensors, host):
+            _back(t, h)
+        return _done(tensors)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
+        host = [_host(t) for t in tensors]
+        self._gloo.allreduce_coalesced(host, opts).wait()
+        for t, h in zip(tensors, host):
+            _back(t, h)
+        return _done(tensors)
+
+    def broadcast(self, tensors, opts=None):
+        opts = opts if opts is not None else dist.BroadcastOptions()
+        host = [_host(t) for t in tensors]
+        self._gloo.broadcast(host, opts).wait()
+        for t, h in zip(tensors, host):
+            _back(t, h)
+        return _done(tensors)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        opts = opts if opts is not None else dist.AllgatherOptions()
+        host_out = [[_host(t) for t in outs] for outs in output_tensors]
+        self._gloo.allgather(host_out, [_host(t) for t in input_tensors], opts).wait()
+        for outs, hosts in zip(output_tensors, host_out):
+            for t, h in zip(outs, hosts):
+                _back(t, h)
+        return _done(output_tensors)
+
+    def all_gather_single(self, output, input, opts=None):
+        opts = opts if opts is not None else dist.AllgatherOptions()
+        host_out = _host(output)
+        self._gloo._allgather_base(host_out, _host(input), opts).wait()
+        _back(output, host_out)
+        return _done([output])
+
+    def _reduce_scattered(self, inputs: list, opts) -> torch.Tensor:
+        """This rank's share of the reduction of `inputs` (one tensor per rank). Staged as an
+        allreduce of all shares: gloo's reduce_scatter does not take every reduce op."""
+        stacked = torch.stack([_host(t) for t in inputs])
+        allreduce = dist.AllreduceOptions()
+        allreduce.reduceOp = opts.reduceOp
+        self._gloo.allreduce([stacked], allreduce).wait()
+        return stacked[self.rank()]
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        for out, ins in zip(output_tensors, input_tensors):
+            out.copy_(self._reduce_scattered(list(ins), opts))
+        return _done(output_tensors)
+
+    def reduce_scatter_single(self, output, input, opts=None):
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        output.copy_(self._reduce_scattered(list(input.chunk(self.size())), opts).view_as(output))
+        return _done([output])
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        opts = opts if opts is not None else dist.AllToAllOptions()
+        host_out = [_host(t) for t in output_tensors]
+        self._gloo.alltoall(host_out, [_host(t) for t in input_tensors], opts).wait()
+        for t, h in zip(output_tensors, host_out):
+            _back(t, h)
+        return _done(output_tensors)
+
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        opts = opts if opts is not None else dist.AllToAllOptions()
+        host_out = _host(output)
+        self._gloo.alltoall_base(host_out, _host(input), output_split_sizes or [], input_split_sizes or [],
+                                 opts).wait()
+        _back(output, host_out)
+        return _done([output])
+
+    def reduce(self, tensors, opts=None):
+        opts = opts if opts is not None else dist.ReduceOptions()
+        host = [_host(t) for t in tensors]
+        self._gloo.reduce(host, opts).wait()
+        if self.rank() == opts.rootRank:
+            for t, h in zip(tensors, host):
+                _back(t, h)
+        return _done(tensors)
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        opts = opts if opts is not None else dist.GatherOptions()
+        host_out = [[_host(t) for t in outs] for outs in output_tensors]
+        self._gloo.gather(host_out, [_host(t) for t in input_tensors], opts).wait()
+        for outs, hosts in zip(output_tensors, host_out):
+            for t, h in zip(outs, hosts):
+                _back(t, h)
+        return _done(output_tensors)
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        opts = opts if opts is not None else dist.ScatterOptions()
+        host_out = [_host(t) for t in output_tensors]
+        self._gloo.scatter(host_out, [[_host(t) for t in ins] for ins in input_tensors], opts).wait()
+        for t, h in zip(output_tensors, host_out):
+            _back(t, h)
+        return _done(output_tensors)
+
+    def barrier(self, opts=None):
+        self._gloo.barrier(opts if opts is not None else dist.BarrierOptions()).wait()
+        return _done([])
+
+    def send(self, tensors, dst: int, tag: int = 0):
+        self._gloo.send([_host(t) for t in tensors], dst, tag).wait()
+        return _done(tensors)
+
+    def recv(self, tensors, src: int, tag: int = 0):
+        host = [_host(t) for t in tensors]
+        self._gloo.recv(host, src, tag).wait()
+        for t, h in zip(tensors, host):
+            _back(t, h)
+        return _done(tensors)
+
+
+def register_chip_backend(spec) -> None:
+    """Register the generated chip's backend (its spec module's DIST_* facts); idempotent."""
+    name = spec.DIST_BACKEND
+    if name in _specs:
+        return
+    if spec.DIST_STAGING != "gloo":
+        raise RuntimeError(f"{spec.SPEC_SOURCE}: distributed.staging {spec.DIST_STAGING!r} is not supported")
+    if not dist.is_available() or not dist.is_gloo_available():
+        return   # this torch has no gloo: nothing to stage through
+
+    def create(store, rank, size, timeout):
+        return StagedProcessGroup(store, rank, size, timeout, name)
+
+    dist.Backend.register_backend(name, create, devices=[spec.CHIP])
+    _specs[name] = spec
+    if spec.DIST_REPLACES:
+        _map_replaced_names()
+
+
+def _replacement(backend):
+    """The chip backend standing in for `backend` ("nccl") when its own library is absent."""
+    if not isinstance(backend, str):
+        return None
+    for name, spec in _specs.items():
+        if backend.lower() in spec.DIST_REPLACES and not _natively_available(backend.lower()):
+            return name
+    return None
+
+
+def _natively_available(backend: str) -> bool:
+    if backend == "nccl":
+        return dist.is_nccl_available() and torch.cuda.is_available()
+    if backend == "gloo":
+        return dist.is_gloo_available()
+    if backend == "mpi":
+        return dist.is_mpi_available()
+    if backend == "ucc":
+        return dist.is_ucc_available()
+    if backend == "xccl":
+        return dist.is_xccl_available()
+    return False
+
+
+_warned: set = set()
+
+
+def _map_replaced_names() -> None:
+    """Make torch.distributed.init_process_group / new_group accept the replaced names."""
+    from torch.distributed import distributed_c10d as c10d
+
+    if getattr(c10d.init_process_group, "_torch_fl_wrapped", False):
+        return
+
+    def mapped(fn):
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            bound = signature.bind_partial(*args, **kwargs)
+            backend = bound.arguments.get("backend")
+            chip_backend = _replacement(backend)
+            if chip_backend is not None:
+                if (backend, chip_backend) not in _warned:
+                    _warned.add((backend, chip_backend))
+                    warnings.warn(f"torch.distributed backend {backend!r} is not available here; using the "
+                                  f"{_specs[chip_backend].CHIP} chip's {chip_backend!r} instead "
+                                  f"({_specs[chip_backend].SPEC_SOURCE}: distributed.replaces)", stacklevel=2)
+                bound.arguments["backend"] = chip_backend
+            return fn(*bound.args, **bound.kwargs)
+
+        call._torch_fl_wrapped = True
+        return call
+
+    for fn_name in ("init_process_group", "new_group"):
+        wrapped = mapped(getattr(c10d, fn_name))
+        setattr(c10d, fn_name, wrapped)
+        setattr(dist, fn_name, wrapped)
+
+
+def get_backend_config(device: str | torch.device) -> dict:
+    """How to call init_process_group for `device`: {"backend", "init_method", "options"}.
+
+    init_method is tcp://MASTER_ADDR:MASTER_PORT (the spec's `init_method: tcp`; torchrun sets
+    both), env:// for `env`; options holds only the options the backend accepts."""
+    device_type = torch.device(device).type
+    spec = next((s for s in _specs.values() if s.CHIP == device_type), None)
+    if spec is None:
+        if device_type == "cuda":
+            backend, method = "nccl", "tcp"
+        elif device_type == "cpu":
+            backend, method = "gloo", "tcp"
+        else:
+            raise RuntimeError(f"no torch.distributed backend for device type '{device_type}' "
+                               f"(chip backends registered: {sorted(_specs) or 'none'})")
+        unsupported: tuple = ()
+    else:
+        backend, method, unsupported = spec.DIST_BACKEND, spec.DIST_INIT_METHOD, spec.DIST_UNSUPPORTED_OPTIONS
+    if method == "tcp":
+        addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+        if not addr or not port:
+            raise RuntimeError(f"the {backend} backend meets over tcp: set MASTER_ADDR and MASTER_PORT "
+                               "(torchrun sets them)")
+        init_method = f"tcp://{addr}:{port}"
+    elif method == "env":
+        init_method = "env://"
+    else:
+        init_method = None   # `file`: the caller names the shared file
+    options = {"timeout": datetime.timedelta(minutes=30)}
+    return {"backend": backend, "init_method": init_method,
+            "options": {k: v for k, v in options.items() if k not in unsupported}}

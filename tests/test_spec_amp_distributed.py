@@ -1,0 +1,127 @@
+"""The spec's amp op lists and distributed section: defaults, the model, located errors.
+
+Bad specs are text edits of specs/npu.yaml; error positions are computed from the
+edited text, so the assertions pin line *and* column of the offending item.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from torchfl_gen import amp_lists
+from torchfl_gen.render import render
+from torchfl_gen.spec import load_spec
+from spec_helpers import NPU, NPU_TEXT, edit, errors_of, write
+
+F = "specs/npu.yaml"
+AMP_HEAD = "amp:\n  dtypes: [float16, bfloat16]\n  default: float16\n"
+
+
+def _at(text: str, needle: str) -> tuple[int, int]:
+    """1-based line and column of the only occurrence of `needle`."""
+    assert text.count(needle) == 1, needle
+    i = text.index(needle)
+    return text.count("\n", 0, i) + 1, i - text.rfind("\n", 0, i)
+
+
+def _with_amp(lines: str) -> str:
+    return edit((AMP_HEAD, AMP_HEAD + lines))
+
+
+def test_amp_lists_default_to_cudas():
+    spec = load_spec(NPU)
+    header = Path(amp_lists.header_path()).read_text()
+    assert "#define AT_FORALL_LOWER_PRECISION_FP(_)" in header
+    assert spec.amp.lower_precision_ops == amp_lists.cuda_lists()["lower_precision_fp"]
+    assert {"mm", "conv2d", "linear", "conv_transpose2d.input", "_convolution.deprecated"} <= set(
+        spec.amp.lower_precision_ops)
+    assert {"exp", "pow.Tensor_Scalar", "softmax.int", "sum", "norm.Scalar", "mse_loss"} <= set(spec.amp.fp32_ops)
+    assert set(spec.amp.promote_ops) == {"addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "vdot",
+                                         "grid_sampler", "index_put", "tensordot", "scatter_add"}
+    lists = (spec.amp.lower_precision_ops, spec.amp.fp32_ops, spec.amp.promote_ops)
+    assert sum(map(len, lists)) == len(set().union(*lists)), "an op in two lists"
+
+
+def test_generated_autocast_registration_follows_the_lists(tmp_path):
+    spec = load_spec(write(tmp_path, _with_amp("  lower_precision_ops: [mm, conv_transpose2d.input]\n"
+                                               "  fp32_ops: [softmax.int, exp]\n")))
+    cpp = render(spec, tmp_path / "generated" / "npu")["csrc/autocast.cpp"]
+    assert "KERNEL_PRIVATEUSEONE(mm, lower_precision_fp)" in cpp
+    assert "KERNEL_PRIVATEUSEONE(conv_transpose2d, input, lower_precision_fp)" in cpp
+    assert "KERNEL_PRIVATEUSEONE(softmax, int, fp32_set_opt_dtype)" in cpp   # CUDA's policy for softmax
+    assert "KERNEL_PRIVATEUSEONE(exp, fp32)" in cpp
+    assert "KERNEL_PRIVATEUSEONE(addmm," not in cpp   # the spec's list replaces CUDA's
+    assert "KERNEL_PRIVATEUSEONE(addcmul, promote)" in cpp   # promote_ops not given: CUDA's
+    assert spec.amp.fp32_ops == ("softmax.int", "exp")
+
+
+def test_an_op_named_in_one_list_leaves_the_defaulted_others(tmp_path):
+    spec = load_spec(write(tmp_path, _with_amp("  fp32_ops: [mm]\n")))
+    assert spec.amp.fp32_ops == ("mm",)
+    assert "mm" not in spec.amp.lower_precision_ops and "addmm" in spec.amp.lower_precision_ops
+
+
+def test_unknown_amp_op_is_located(tmp_path):
+    text = _with_amp("  lower_precision_ops: [mm, conv2dd]\n")
+    line, col = _at(text, "conv2dd")
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{line}:{col}: amp.lower_precision_ops[1]: unknown aten op 'conv2dd' (did you mean 'conv2d'?)"]
+
+
+def test_amp_op_that_writes_its_arguments(tmp_path):
+    text = _with_amp("  fp32_ops: [exp_]\n")
+    line, col = _at(text, "exp_]")
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{line}:{col}: amp.fp32_ops[0]: aten op 'exp_' writes to its arguments (inplace): "
+        "autocast casts only functional ops"]
+
+
+def test_amp_op_in_two_lists(tmp_path):
+    text = _with_amp("  lower_precision_ops: [mm]\n  promote_ops: [cross, mm]\n")
+    line, col = _at(text, "cross, mm")
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{line}:{col + len('cross, ')}: amp.promote_ops[1]: aten op 'mm' is already in amp.lower_precision_ops"]
+
+
+def test_amp_op_list_must_be_a_list_of_op_names(tmp_path):
+    text = _with_amp("  promote_ops: [cross, 'not an op']\n")
+    line, col = _at(text, "'not an op'")
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{line}:{col}: amp.promote_ops[1]: 'not an op' is not an aten op name (name or name.overload)"]
+
+
+def test_distributed_section_in_the_model():
+    d = load_spec(NPU).distributed
+    assert (d.backend, d.replaces, d.init_method, d.staging) == ("npuccl", ("nccl",), "tcp", "gloo")
+    assert "is_high_priority_stream" in d.unsupported_options
+
+
+def test_distributed_backend_may_not_be_torchs_own(tmp_path):
+    text = edit(("  backend: npuccl", "  backend: gloo"))
+    line, col = _at(text, "backend: gloo")
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{line}:{col + len('backend: ')}: distributed.backend: 'gloo' is one of torch.distributed's own backends"]
+
+
+def test_distributed_unknown_replaced_name_and_init_method(tmp_path):
+    text = edit(("  replaces: [nccl]", "  replaces: [ncl]"), ("  init_method: tcp", "  init_method: tcpp"))
+    l1, c1 = _at(text, "ncl]")
+    l2, c2 = _at(text, "tcpp")
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{l1}:{c1}: distributed.replaces[0]: invalid value 'ncl' (did you mean 'nccl'? expected one of: "
+        "nccl, gloo, mpi, ucc, xccl, hccl)",
+        f"{F}:{l2}:{c2}: distributed.init_method: invalid value 'tcpp' (did you mean 'tcp'? expected one of: "
+        "tcp, env, file)"]
+
+
+def test_distributed_needs_a_backend(tmp_path):
+    text = edit(("  backend: npuccl\n", ""))
+    line, col = _at(text, "distributed:")
+    assert errors_of(tmp_path, text) == [f"{F}:{line}:{col}: distributed: missing required key 'backend'"]
+
+
+def test_spec_without_distributed_generates_no_backend(tmp_path):
+    start = NPU_TEXT.index("# The simulated NPU has no collective")
+    spec = load_spec(write(tmp_path, NPU_TEXT[:start]))
+    assert spec.distributed is None
+    text = render(spec, tmp_path / "generated" / "npu")["torch_fl_npu/spec.py"]
+    assert "DIST_BACKEND = ''" in text
