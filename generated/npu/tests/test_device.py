@@ -152,6 +152,29 @@ def test_amp_supported_dtypes_match_spec():
     assert [str(d) for d in device_module.get_amp_supported_dtype()] == ["torch.float16", "torch.bfloat16"]
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_autocast_follows_the_spec_lists(dtype):
+    a = torch.randn(4, 4, device=CHIP)
+    with torch.autocast(CHIP, dtype=dtype):
+        low, full = torch.mm(a, a), torch.exp(a.to(dtype))
+    assert (low.dtype, full.dtype) == (dtype, torch.float32)
+    assert torch.get_autocast_dtype(CHIP) == torch.float16
+
+
+def test_autocast_refuses_a_dtype_the_spec_does_not_list():
+    unlisted = next(d for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+                    if d not in {torch.float16, torch.bfloat16})
+    with pytest.raises(RuntimeError, match=f"autocast on {CHIP} does not support {unlisted}"):
+        torch.autocast(CHIP, dtype=unlisted)
+
+
+def test_distributed_backend_is_registered_for_the_chip():
+    import torch.distributed as dist
+
+    assert dist.Backend.backend_capability['npuccl'] == [CHIP]
+    assert dist.Backend.default_device_backend_map[CHIP] == 'npuccl'
+
+
 def test_autograd_runs_on_chip():
     w = torch.randn(8, 4, device=CHIP, requires_grad=True)
     x = torch.randn(3, 8, device=CHIP)
