@@ -133,3 +133,15 @@ def test_opt_out_by_environment_and_by_argument():
     """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[-2:] == ["False", "True"]
+
+
+def test_torch_compile_is_unaffected():
+    """No global module hook: torch.compile neither traces the validator nor warns about hooks."""
+    import warnings
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        compiled = torch.compile(model, backend="aot_eager")
+        compiled(torch.randn(2, 4)).sum().backward()
+    assert model[0].weight.grad.shape == (4, 4)

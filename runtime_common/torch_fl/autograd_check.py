@@ -20,20 +20,18 @@ Hooks cannot see either case: tensor hooks and `Node.register_hook` post-hooks r
 engine calls for every custom Function's backward (`BackwardCFunction.apply`) and compares each
 returned gradient with the input metadata the engine itself will check it against (the device
 its forward input had), raising `GradientDeviceError` inside that node: before the gradient is
-accumulated and before the rest of the backward runs. Parameters are named by module: a global
-module forward pre-hook records "<module path>.<parameter>" for the parameters of every module
-that runs a forward.
+accumulated and before the rest of the backward runs. Parameters are named by module path,
+looked up among the live modules when the error is raised.
 """
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
-import weakref
 
 import torch
 from torch.autograd.function import BackwardCFunction
-from torch.nn.modules.module import register_module_forward_pre_hook
 
 log = logging.getLogger("torch_fl")
 
@@ -44,54 +42,28 @@ class GradientDeviceError(RuntimeError):
     """A backward produced a gradient on another device than its forward input."""
 
 
-def _own(module) -> frozenset:
-    return frozenset(id(p) for p in module._parameters.values() if p is not None)
+def describe_parameter(tensor: torch.Tensor) -> str | None:
+    """"parameter 'weight' of module 'encoder.0' (Linear)", or None if no module holds `tensor`.
+
+    Looked up when an error is raised, not recorded while training: no per-forward hook (a global
+    module hook would cost every forward and get in torch.compile's way). The path is taken from
+    the outermost module that contains the owner (a compiled wrapper's inner module, not the
+    wrapper: its names carry "_orig_mod.").
+    """
+    # type(), not isinstance(): the latter reads __class__, which some live objects warn about
+    modules = [o for o in gc.get_objects() if issubclass(type(o), torch.nn.Module)]
+    owners = [(m, n) for m in modules for n, p in m._parameters.items() if p is tensor]
+    if not owners:
+        return None
+    owner, name = owners[0]
+    roots = [m for m in modules if type(m).__name__ != "OptimizedModule" and any(s is owner for s in m.modules())]
+    root = max(roots, key=lambda m: sum(1 for _ in m.modules()))
+    path = next(p for p, s in root.named_modules() if s is owner)
+    return f"parameter '{name}' of module '{path or '<root>'}' ({type(owner).__name__})"
 
 
-class _ParameterNames:
-    """parameter -> (module path, module class, parameter name), learned from forwards."""
-
-    def __init__(self):
-        # Keyed by id with a weak reference each (a WeakKeyDictionary would compare tensors with ==).
-        self._names: dict[int, tuple[weakref.ref, tuple[str, str, str]]] = {}
-        self._scanned: "weakref.WeakKeyDictionary[torch.nn.Module, frozenset]" = weakref.WeakKeyDictionary()
-        self._paths: "weakref.WeakKeyDictionary[torch.nn.Module, str]" = weakref.WeakKeyDictionary()
-
-    def pre_forward(self, module, args):
-        # The outermost module that runs names everything under it; a submodule run on its own
-        # first is renamed by its parent later (the longer path, from the outermost module, wins).
-        # A module is rescanned when its own parameters changed (one replaced or added).
-        if self._scanned.get(module) == _own(module):
-            return
-        base = self._paths.get(module, "")
-        for path, sub in module.named_modules():
-            full = ".".join(p for p in (base, path) if p)
-            if len(full) >= len(self._paths.get(sub, "")):
-                self._paths[sub] = full
-            self._scanned[sub] = _own(sub)
-            for name, param in sub.named_parameters(recurse=False):
-                known = self._get(param)
-                if known is None or len(self._paths[sub]) >= len(known[0]):
-                    key = id(param)
-                    ref = weakref.ref(param, lambda _, key=key: self._names.pop(key, None))
-                    self._names[key] = (ref, (self._paths[sub], type(sub).__name__, name))
-
-    def _get(self, tensor):
-        ref, entry = self._names.get(id(tensor), (None, None))
-        return entry if ref is not None and ref() is tensor else None
-
-    def describe(self, tensor: torch.Tensor) -> str | None:
-        entry = self._get(tensor)
-        if entry is None:
-            return None
-        path, cls, name = entry
-        return f"parameter '{name}' of module '{path or '<root>'}' ({cls})"
-
-
-_names = _ParameterNames()
-_disabled_depth = 0  # global, not per thread: device backwards run in the engine's own threads
 _original_apply = BackwardCFunction.apply
-_forward_hook = None
+_disabled_depth = 0  # global, not per thread: device backwards run in the engine's own threads
 
 
 def _enabled() -> bool:
@@ -103,7 +75,7 @@ def _forward_input(node, input_nr: int):
     metadata = node._input_metadata[input_nr]
     variable = getattr(node, "variable", None)  # AccumulateGrad: the leaf itself
     if variable is not None:
-        what = _names.describe(variable) or f"leaf tensor of shape {tuple(variable.shape)}"
+        what = describe_parameter(variable) or f"leaf tensor of shape {tuple(variable.shape)}"
     else:
         what = f"input {input_nr} of {node.name()}"
     return what, metadata.device
@@ -129,24 +101,18 @@ def _checked_apply(self, *grad_outputs):
 
 def install() -> bool:
     """Install the validator (idempotent). False when opted out through TORCH_FL_AUTOGRAD_CHECK=0."""
-    global _forward_hook
     if os.environ.get(ENV_VAR, "1").strip().lower() in ("0", "false", "off", "no"):
         log.debug("torch_fl: autograd device check disabled by %s", ENV_VAR)
         return False
     if BackwardCFunction.apply is not _checked_apply:
         BackwardCFunction.apply = _checked_apply
-        _forward_hook = register_module_forward_pre_hook(_names.pre_forward)
         log.debug("torch_fl: autograd device check installed (custom Function backwards)")
     return True
 
 
 def uninstall() -> None:
-    global _forward_hook
     if BackwardCFunction.apply is _checked_apply:
         BackwardCFunction.apply = _original_apply
-    if _forward_hook is not None:
-        _forward_hook.remove()
-        _forward_hook = None
 
 
 def installed() -> bool:

@@ -232,8 +232,8 @@ class _Recorder:
         import torch
         from torch.utils import _pytree as pytree
 
-        if getattr(module, "_torch_fl_placed", None) is not None:
-            return  # a DevicePlacementPolicy moves this module's inputs after the global hooks ran
+        if torch.compiler.is_compiling() or getattr(module, "_torch_fl_placed", None) is not None:
+            return  # traced by torch.compile: stay out; placed: the policy moves its inputs after this hook
         # 0-dim CPU tensors mix with any device in PyTorch: they say nothing about placement
         inputs = {t.device for t in pytree.tree_leaves(args) if isinstance(t, torch.Tensor)
                   and not (t.dim() == 0 and t.device.type == "cpu")}
@@ -243,9 +243,9 @@ class _Recorder:
                if t is not None]
         for name, tensor in own:
             if tensor.device not in inputs:
-                from .autograd_check import _names
+                from .autograd_check import describe_parameter
 
-                described = _names.describe(tensor) if name in module._parameters else None
+                described = describe_parameter(tensor) if name in module._parameters else None
                 key = f"{id(module)}.{name}"
                 if key not in self.placement:
                     kind = "parameter" if name in module._parameters else "buffer"
@@ -298,7 +298,7 @@ class _Recorder:
 
         from . import autograd_check
 
-        autograd_check.install()  # also names parameters by module path
+        autograd_check.install()
         self._start_stats = self._stats()
         self._handles.append(torch.nn.modules.module.register_module_forward_pre_hook(self._pre_forward))
         self._handles.append(register_optimizer_step_post_hook(self._step_post))
