@@ -31,6 +31,15 @@ def test_backend_config_from_the_spec(monkeypatch):
     assert torch_fl.distributed.get_backend_config("cpu")["backend"] == "gloo"
 
 
+def test_backend_config_drops_unsupported_options_with_a_warning(monkeypatch):
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29533")
+    with pytest.warns(UserWarning, match=r"npuccl backend does not support is_high_priority_stream "
+                                         r"\(specs/npu.yaml: distributed.unsupported_options\)"):
+        config = torch_fl.distributed.get_backend_config("npu", is_high_priority_stream=True, group_name="g")
+    assert config["options"]["group_name"] == "g" and "is_high_priority_stream" not in config["options"]
+
+
 def test_backend_config_needs_master_address(monkeypatch):
     monkeypatch.delenv("MASTER_ADDR", raising=False)
     monkeypatch.delenv("MASTER_PORT", raising=False)

@@ -258,11 +258,13 @@ def _map_replaced_names() -> None:
         setattr(dist, fn_name, wrapped)
 
 
-def get_backend_config(device: str | torch.device) -> dict:
+def get_backend_config(device: str | torch.device, **options) -> dict:
     """How to call init_process_group for `device`: {"backend", "init_method", "options"}.
 
-    init_method is tcp://MASTER_ADDR:MASTER_PORT (the spec's `init_method: tcp`; torchrun sets
-    both), env:// for `env`; options holds only the options the backend accepts."""
+    init_method is tcp://MASTER_ADDR:MASTER_PORT for the spec's `init_method: tcp` (torchrun
+    sets both), env:// for `env`. `options` are init_process_group keyword arguments (a
+    timeout by default, plus those given here) less the ones the spec lists under
+    `unsupported_options`: dropping one warns, naming it."""
     device_type = torch.device(device).type
     spec = next((s for s in _specs.values() if s.CHIP == device_type), None)
     if spec is None:
@@ -286,6 +288,10 @@ def get_backend_config(device: str | torch.device) -> dict:
         init_method = "env://"
     else:
         init_method = None   # `file`: the caller names the shared file
-    options = {"timeout": datetime.timedelta(minutes=30)}
+    wanted = {"timeout": datetime.timedelta(minutes=30), **options}
+    dropped = sorted(k for k in wanted if k in unsupported)
+    if dropped:
+        warnings.warn(f"the {backend} backend does not support {', '.join(dropped)} "
+                      f"({spec.SPEC_SOURCE}: distributed.unsupported_options); left out", stacklevel=2)
     return {"backend": backend, "init_method": init_method,
-            "options": {k: v for k, v in options.items() if k not in unsupported}}
+            "options": {k: v for k, v in wanted.items() if k not in unsupported}}
