@@ -242,17 +242,17 @@ class _Recorder:
         own = [(n, t) for n, t in list(module.named_parameters(recurse=False)) + list(module.named_buffers(recurse=False))
                if t is not None]
         for name, tensor in own:
-            if tensor.device not in inputs:
-                from .autograd_check import describe_parameter
+            key = f"{id(module)}.{name}"
+            if tensor.device in inputs or key in self.placement:
+                continue
+            from .autograd_check import describe_parameter
 
-                described = describe_parameter(tensor) if name in module._parameters else None
-                key = f"{id(module)}.{name}"
-                if key not in self.placement:
-                    kind = "parameter" if name in module._parameters else "buffer"
-                    self.placement[key] = {
-                        "what": described or f"{kind} '{name}' of a {type(module).__name__}",
-                        "tensor_device": str(tensor.device),
-                        "input_devices": sorted(str(d) for d in inputs), "module": type(module).__name__}
+            kind = "parameter" if name in module._parameters else "buffer"
+            described = describe_parameter(tensor) if kind == "parameter" else None
+            self.placement[key] = {
+                "what": described or f"{kind} '{name}' of a {type(module).__name__}",
+                "tensor_device": str(tensor.device),
+                "input_devices": sorted(str(d) for d in inputs), "module": type(module).__name__}
 
     # AMP
     def _watch_amp(self):
