@@ -37,8 +37,7 @@ def main() -> None:
     x = torch.randn(256, 32)
     y = x @ torch.randn(32, 1) + 0.01 * torch.randn(256, 1)
     model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
-    # foreach=False: the per-parameter step uses ops the chip runs itself
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.02, foreach=False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.02)
     scaler = torch_fl.amp.GradScaler(init_scale=2.0 ** 10, growth_interval=5)
 
     record = {"losses": [], "scales": [], "stepped": [], "autocast_dtypes": []}

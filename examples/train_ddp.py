@@ -97,7 +97,7 @@ def main() -> None:
         record["collectives"] = run_collectives(device, rank, world)
         model = nn.parallel.DistributedDataParallel(model)
 
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
     share = GLOBAL_BATCH // world
     losses = []

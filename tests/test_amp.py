@@ -108,7 +108,7 @@ def test_update_scale_matches_cpu(found_inf, tracker):
 
 def test_grad_scaler_never_falls_back_to_cpu():
     model = torch.nn.Linear(4, 2).to(NPU)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = torch.amp.GradScaler(NPU, init_scale=256.0)
     with torch_fl.strict_fallback():
         with torch.autocast(NPU):
