@@ -1,9 +1,554 @@
 """Triton kernels of the `index` family (scans, sorting, advanced indexing, scatter, selection).
 
 `KERNELS` maps each name of `_index_ops.OPS` to a function with the aten schema's
-signature (see the package README)."""
+signature (see the package README).
+
+Layouts: scans and sorts move the dim last and pack rows into a contiguous buffer of
+the compute dtype (one program per row, `_impl._rows_last`); scatter-like ops iterate
+over the index (or source) shape in up to 6 dims, the scattered dim replaced by the
+index value, like the core's `index_kernel`.
+"""
 from __future__ import annotations
 
 from typing import Callable
 
-KERNELS: dict[str, Callable] = {}
+import torch
+import triton
+import triton.language as tl
+
+from . import Unsupported
+from . import _impl as I
+from . import _kernels as K
+
+_BLOCK = 1024
+_SORT_MAX = 1 << 14  # rank-by-counting is O(K^2) per row: longer rows go to the next step
+
+
+# ----------------------------------------------------------------- kernels --
+@triton.jit
+def _isnan(x):
+    return x != x
+
+
+@triton.jit
+def flip_kernel(src, out, N, S0, S1, S2, S3, S4, S5, x0, x1, x2, x3, x4, x5,
+                o0, o1, o2, o3, o4, o5, XBASE, BLOCK: tl.constexpr):
+    """out[p] = src[XBASE + p . x]: the source strides may be negative (flipped dims)."""
+    lin = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = lin < N
+    r = lin
+    j5 = r % S5
+    r = r // S5
+    j4 = r % S4
+    r = r // S4
+    j3 = r % S3
+    r = r // S3
+    j2 = r % S2
+    r = r // S2
+    j1 = r % S1
+    j0 = r // S1
+    v = tl.load(src + XBASE + K._off6(j0, j1, j2, j3, j4, j5, x0, x1, x2, x3, x4, x5), mask=mask)
+    tl.store(out + K._off6(j0, j1, j2, j3, j4, j5, o0, o1, o2, o3, o4, o5), v, mask=mask)
+
+
+@triton.jit
+def scatter_kernel(src, idx, out, N, S0, S1, S2, S3, S4, S5,
+                   x0, x1, x2, x3, x4, x5, i0s, i1s, i2s, i3s, i4s, i5s,
+                   o0, o1, o2, o3, o4, o5, SIZE_DIM,
+                   DIM: tl.constexpr, ADD: tl.constexpr, ODT: tl.constexpr, BLOCK: tl.constexpr):
+    """Iterate over S*: out[p with p[DIM] := idx[p]] = src[p] (ADD: += with atomics).
+    A value fill passes a 0-dim src with zero strides; index_copy/index_fill pass an index
+    stride only along DIM. Out-of-range indices are skipped."""
+    lin = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = lin < N
+    r = lin
+    j5 = r % S5
+    r = r // S5
+    j4 = r % S4
+    r = r // S4
+    j3 = r % S3
+    r = r // S3
+    j2 = r % S2
+    r = r // S2
+    j1 = r % S1
+    j0 = r // S1
+    iv = tl.load(idx + K._off6(j0, j1, j2, j3, j4, j5, i0s, i1s, i2s, i3s, i4s, i5s), mask=mask, other=0).to(tl.int64)
+    iv = tl.where(iv < 0, iv + SIZE_DIM, iv)
+    mask = mask & (iv >= 0) & (iv < SIZE_DIM)
+    v = tl.load(src + K._off6(j0, j1, j2, j3, j4, j5, x0, x1, x2, x3, x4, x5), mask=mask, other=0)
+    if DIM == 0:
+        j0 = iv
+    elif DIM == 1:
+        j1 = iv
+    elif DIM == 2:
+        j2 = iv
+    elif DIM == 3:
+        j3 = iv
+    elif DIM == 4:
+        j4 = iv
+    else:
+        j5 = iv
+    optr = out + K._off6(j0, j1, j2, j3, j4, j5, o0, o1, o2, o3, o4, o5)
+    if ADD:
+        tl.atomic_add(optr, K._to_odt(v, ODT), mask=mask)
+    else:
+        tl.store(optr, K._to_odt(v, ODT), mask=mask)
+
+
+@triton.jit
+def scan_kernel(x, y, L, PROD: tl.constexpr, BLOCK: tl.constexpr):
+    """Inclusive cumulative sum / product of each contiguous row of length L; rows longer
+    than BLOCK carry the previous chunk's last value into the next chunk."""
+    base = tl.program_id(0).to(tl.int64) * L
+    offs = tl.arange(0, BLOCK)
+    carry = tl.sum(tl.zeros([BLOCK], dtype=x.dtype.element_ty), axis=0)
+    if PROD:
+        carry = carry + 1
+    for k0 in range(0, L, BLOCK):
+        k = k0 + offs
+        m = k < L
+        if PROD:
+            v = tl.load(x + base + k, mask=m, other=1)
+            s = tl.cumprod(v, axis=0) * carry
+        else:
+            v = tl.load(x + base + k, mask=m, other=0)
+            s = tl.cumsum(v, axis=0) + carry
+        tl.store(y + base + k, s, mask=m)
+        carry = tl.sum(tl.where(offs == BLOCK - 1, s, 0), axis=0)
+
+
+@triton.jit
+def sort_rank_kernel(x, vals, idxs, L, DESC: tl.constexpr, BI: tl.constexpr, BJ: tl.constexpr):
+    """Stable sort of each contiguous row by counting: the rank of x[i] is the number of
+    elements ordered before it plus the equal ones at smaller positions. NaN compares
+    as the largest value and equal to NaN, as ATen orders it."""
+    base = tl.program_id(0).to(tl.int64) * L
+    for i0 in range(0, L, BI):
+        i = i0 + tl.arange(0, BI)
+        mi = i < L
+        a = tl.load(x + base + i, mask=mi)
+        cnt = tl.zeros([BI], dtype=tl.int64)
+        for j0 in range(0, L, BJ):
+            j = j0 + tl.arange(0, BJ)
+            mj = j < L
+            b = tl.load(x + base + j, mask=mj)
+            av = a[:, None]
+            bv = b[None, :]
+            an = _isnan(av)
+            bn = _isnan(bv)
+            if DESC:
+                before = (bv > av) | (bn & (an == 0))
+            else:
+                before = (bv < av) | ((bn == 0) & an)
+            same = (bv == av) | (an & bn)
+            before = before | (same & (j[None, :] < i[:, None]))
+            before = before & mj[None, :]
+            cnt += tl.sum(before.to(tl.int64), axis=1)
+        tl.store(vals + base + cnt, a, mask=mi)
+        tl.store(idxs + base + cnt, i.to(tl.int64), mask=mi)
+
+
+@triton.jit
+def compact_kernel(flag_cum, src, out, N, INNER, SIZE, OSTRIDE,
+                   MODE: tl.constexpr, BLOCK: tl.constexpr):
+    """Stream compaction over a flat contiguous range of N elements; `flag_cum` holds the
+    inclusive prefix count of selected elements. Selected element i goes to row
+    flag_cum[i] - 1 of `out` (stride OSTRIDE): MODE 0 writes src[i] (masked_select),
+    MODE 1 writes the coordinate (i // INNER) % SIZE of one dim (nonzero)."""
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = i < N
+    c = tl.load(flag_cum + i, mask=m, other=0)
+    prev = tl.load(flag_cum + i - 1, mask=m & (i > 0), other=0)
+    sel = m & (c != prev)
+    pos = (c - 1) * OSTRIDE
+    if MODE == 0:
+        v = tl.load(src + i, mask=sel)
+        tl.store(out + pos, v, mask=sel)
+    else:
+        tl.store(out + pos, (i // INNER) % SIZE, mask=sel)
+
+
+# ---------------------------------------------------------------- helpers --
+def _launch_grid(n):
+    return (triton.cdiv(n, _BLOCK),)
+
+
+def _iter6(shape, strides_list):
+    """Pad a shape and its operands' strides to 6 dims (no merging: DIM must stay put)."""
+    nd = len(shape)
+    if nd > 6:
+        raise Unsupported("more than 6 dims")
+    pad = 6 - nd
+    return pad, [1] * pad + list(shape), [[0] * pad + list(st) for st in strides_list]
+
+
+def _scatter_launch(src, idx, out, it_shape, src_st, idx_st, dim, add=False):
+    n = 1
+    for s in it_shape:
+        n *= s
+    if n == 0:
+        return out
+    pad, sh, sts = _iter6(it_shape, [src_st, idx_st, out.stride()])
+    scatter_kernel[_launch_grid(n)](src, idx, out, n, *sh, *sts[0], *sts[1], *sts[2], out.shape[dim],
+                                    DIM=dim + pad, ADD=add, ODT=I._odt(out.dtype), BLOCK=_BLOCK)
+    return out
+
+
+def _into_out(self, out):
+    """`out` holds a copy of `self` (nothing to do when out is self, the in-place case)."""
+    if out is None:
+        out = I._empty(self.shape, self.dtype, self.device)
+    else:
+        I._resize_out(out, self.shape)
+    if out.data_ptr() != self.data_ptr() or out.stride() != self.stride():
+        I.copy_into(out, self)
+    return out
+
+
+def _value_tensor(value, dtype, device):
+    if isinstance(value, torch.Tensor):
+        return I.copy_into(I._empty((), dtype, device), value)
+    return I.fill_into(I._empty((), dtype, device), value)
+
+
+# ------------------------------------------------------------ flip / roll --
+def flip(self, dims):
+    nd = self.dim()
+    flips = {d % max(nd, 1) for d in dims}
+    out = I._empty(self.shape, self.dtype, self.device)
+    n = self.numel()
+    if n == 0:
+        return out
+    if nd == 0:
+        return I.copy_into(out, self)
+    st = list(self.stride())
+    base = 0
+    for d in flips:
+        base += (self.shape[d] - 1) * st[d]
+        st[d] = -st[d]
+    _, sh, (xs, os_) = _iter6(list(self.shape), [st, list(out.stride())])
+    flip_kernel[_launch_grid(n)](self, out, n, *sh, *xs, *os_, base, BLOCK=_BLOCK)
+    return out
+
+
+def roll(self, shifts, dims=()):
+    shifts, dims = list(shifts), list(dims)
+    if not dims:
+        if len(shifts) != 1:
+            raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims: 0")
+        flat = I._contig(self).view(-1)
+        return roll(flat, shifts, [0]).view(self.shape)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims: {len(dims)}")
+    src = self
+    for s, d in zip(shifts, dims):
+        d = d % max(self.dim(), 1)
+        out = I._empty(self.shape, self.dtype, self.device)
+        size = self.shape[d] if self.dim() else 1
+        if size == 0 or self.dim() == 0:
+            I.copy_into(out, src)
+        else:
+            k = s % size
+            # out[k:] = src[:size-k], out[:k] = src[size-k:]
+            if size - k:
+                I.copy_into(out.narrow(d, k, size - k), src.narrow(d, 0, size - k))
+            if k:
+                I.copy_into(out.narrow(d, 0, k), src.narrow(d, size - k, k))
+        src = out
+    return src
+
+
+# ----------------------------------------------------------------- scatter --
+def _scatter_impl(self, dim, index, src, out, value=None):
+    out = _into_out(self, out)
+    if index.numel() == 0:
+        return out
+    o = I._atleast1d(out)
+    dim = dim % o.dim()
+    ix = I._atleast1d(index)
+    if value is not None:
+        s = _value_tensor(value, out.dtype, out.device)
+        s_st = [0] * ix.dim()
+    else:
+        s = I._atleast1d(src)
+        s_st = s.stride()
+    _scatter_launch(s, ix, o, ix.shape, s_st, ix.stride(), dim)
+    return out
+
+
+def scatter_src(self, dim, index, src):
+    return _scatter_impl(self, dim, index, src, None)
+
+
+def scatter__src(self, dim, index, src):
+    return _scatter_impl(self, dim, index, src, self)
+
+
+def scatter_src_out(self, dim, index, src, *, out):
+    return _scatter_impl(self, dim, index, src, out)
+
+
+def scatter_value(self, dim, index, value):
+    return _scatter_impl(self, dim, index, None, None, value)
+
+
+def scatter__value(self, dim, index, value):
+    return _scatter_impl(self, dim, index, None, self, value)
+
+
+def scatter_value_out(self, dim, index, value, *, out):
+    return _scatter_impl(self, dim, index, None, out, value)
+
+
+# ------------------------------------------------- index_add / copy / fill --
+def _index_dim_launch(src, index, out, dim, it_shape, src_st, add):
+    """Iterate over it_shape (out's shape with it_shape[dim] = len(index)); the index
+    is read along `dim` only."""
+    ix = I._atleast1d(index)
+    ist = [0] * len(it_shape)
+    ist[dim] = ix.stride(0)
+    return _scatter_launch(src, ix, out, it_shape, src_st, ist, dim, add=add)
+
+
+def _index_add_impl(self, dim, index, source, alpha, out):
+    x = I._atleast1d(self)
+    dim = dim % x.dim()
+    acc_dt = I._acc_dtype(self.dtype)
+    if self.dtype == torch.bool:
+        raise Unsupported("index_add on bool")
+    acc = I.copy_into(I._empty(x.shape, acc_dt, self.device), x)
+    s = I._atleast1d(source)
+    if alpha != 1:
+        s = I.launch_pointwise("mul", I._empty(s.shape, acc_dt, self.device), [s, alpha], I._cdt(acc_dt))
+    it = list(x.shape)
+    it[dim] = I._atleast1d(index).numel()
+    if s.dim() != len(it):
+        s = s.view(it)
+    _index_dim_launch(s, index, acc, dim, it, s.stride(), True)
+    if out is None:
+        out = I._empty(self.shape, self.dtype, self.device)
+    else:
+        I._resize_out(out, self.shape)
+    return I.copy_into(out, acc.view(self.shape))
+
+
+def index_add(self, dim, index, source, *, alpha=1):
+    return _index_add_impl(self, dim, index, source, alpha, None)
+
+
+def index_add_(self, dim, index, source, *, alpha=1):
+    return _index_add_impl(self, dim, index, source, alpha, self)
+
+
+def index_add_out(self, dim, index, source, *, alpha=1, out):
+    return _index_add_impl(self, dim, index, source, alpha, out)
+
+
+def _index_copy_impl(self, dim, index, source, out):
+    out = _into_out(self, out)
+    o = I._atleast1d(out)
+    dim = dim % o.dim()
+    it = list(o.shape)
+    it[dim] = I._atleast1d(index).numel()
+    s = I._atleast1d(source)
+    if s.dim() != len(it):
+        s = s.view(it)
+    _index_dim_launch(s, index, o, dim, it, s.stride(), False)
+    return out
+
+
+def index_copy(self, dim, index, source):
+    return _index_copy_impl(self, dim, index, source, None)
+
+
+def index_copy_(self, dim, index, source):
+    return _index_copy_impl(self, dim, index, source, self)
+
+
+def index_copy_out(self, dim, index, source, *, out):
+    return _index_copy_impl(self, dim, index, source, out)
+
+
+def index_fill_(self, dim, index, value):
+    if isinstance(value, torch.Tensor) and value.dim() != 0:
+        raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with {value.dim()} dimension(s).")
+    o = I._atleast1d(self)
+    dim = dim % o.dim()
+    it = list(o.shape)
+    it[dim] = I._atleast1d(index).numel()
+    v = _value_tensor(value, self.dtype, self.device)
+    _index_dim_launch(v, index, o, dim, it, [0] * len(it), False)
+    return self
+
+
+# ------------------------------------------------------------------ scans --
+def _scan_dtype(self, dtype):
+    rdt = dtype if dtype is not None else (torch.int64 if not I._is_float(self.dtype) else self.dtype)
+    I._odt(rdt)
+    # ATen's CPU scans accumulate floats in double (acc_type) and ints in int64.
+    cdt = torch.float64 if I._is_float(rdt) else torch.int64
+    return rdt, cdt
+
+
+def _scan(self, dim, dtype, out, prod):
+    rdt, cdt = _scan_dtype(self, dtype)
+    if out is None:
+        out = I._empty(self.shape, rdt, self.device)
+    else:
+        I._resize_out(out, self.shape)
+    if self.numel() == 0:
+        return out
+    xm, d = I._rows_last(self, dim)
+    buf = I._contig(xm, cdt)
+    res = I._empty(xm.shape, cdt, self.device)
+    length = xm.shape[-1]
+    rows = xm.numel() // length
+    block = min(max(triton.next_power_of_2(length), 16), _BLOCK)
+    scan_kernel[(rows,)](buf, res, length, PROD=prod, BLOCK=block)
+    res = res.movedim(-1, d)
+    if self.dim() == 0:
+        res = res.view(())
+    return I.copy_into(out, res)
+
+
+def cumsum(self, dim, *, dtype=None):
+    return _scan(self, dim, dtype, None, False)
+
+
+def cumsum_out(self, dim, *, dtype=None, out):
+    return _scan(self, dim, dtype, out, False)
+
+
+def cumsum_(self, dim, *, dtype=None):
+    return _scan(self, dim, dtype, self, False)
+
+
+def cumprod(self, dim, *, dtype=None):
+    return _scan(self, dim, dtype, None, True)
+
+
+def cumprod_out(self, dim, *, dtype=None, out):
+    return _scan(self, dim, dtype, out, True)
+
+
+def cumprod_(self, dim, *, dtype=None):
+    return _scan(self, dim, dtype, self, True)
+
+
+# ----------------------------------------------------------------- sorting --
+def _sort_impl(self, dim, descending, values=None, indices=None):
+    if self.dtype not in I._DT:
+        raise Unsupported(f"sort of {self.dtype}")
+    xm, d = I._rows_last(self, dim)
+    length = xm.shape[-1] if self.dim() else 1
+    if length > _SORT_MAX:
+        raise Unsupported(f"sort rows longer than {_SORT_MAX}")
+    if values is None:
+        values = I._empty(self.shape, self.dtype, self.device)
+    else:
+        I._resize_out(values, self.shape)
+    if indices is None:
+        indices = I._empty(self.shape, torch.int64, self.device)
+    else:
+        I._resize_out(indices, self.shape)
+    if self.numel() == 0:
+        return values, indices
+    cdt = I._cdt_torch(self.dtype)
+    buf = I.copy_into(I._empty(xm.shape, cdt, self.device), xm)
+    vbuf = I._empty(xm.shape, cdt, self.device)
+    ibuf = I._empty(xm.shape, torch.int64, self.device)
+    rows = xm.numel() // length
+    bi = min(max(triton.next_power_of_2(length), 16), 64)
+    bj = min(max(triton.next_power_of_2(length), 16), 128)
+    sort_rank_kernel[(rows,)](buf, vbuf, ibuf, length, DESC=bool(descending), BI=bi, BJ=bj)
+    vres, ires = vbuf.movedim(-1, d), ibuf.movedim(-1, d)
+    if self.dim() == 0:
+        vres, ires = vres.view(()), ires.view(())
+    I.copy_into(values, vres)
+    I.copy_into(indices, ires)
+    return values, indices
+
+
+def sort_stable(self, *, stable, dim=-1, descending=False):
+    return _sort_impl(self, dim, descending)
+
+
+def sort_values_stable(self, *, stable, dim=-1, descending=False, values, indices):
+    return _sort_impl(self, dim, descending, values, indices)
+
+
+# -------------------------------------------------------------- selection --
+def _prefix_count(flags_src, n, device):
+    """(inclusive prefix count of non-zero elements of a flat contiguous tensor, total)."""
+    flags = I.launch_pointwise("ne", I._empty((n,), torch.int64, device), [flags_src, 0], I._cdt(flags_src.dtype))
+    cum = I._empty((n,), torch.int64, device)
+    scan_kernel[(1,)](flags, cum, n, PROD=False, BLOCK=_BLOCK)
+    return cum, int(cum[n - 1].item())  # the output size depends on the data: one host read
+
+
+def nonzero(self, *, out=None):
+    nd = self.dim()
+    n = self.numel()
+    flat = I._contig(self).view(-1) if n else None
+    total = 0
+    if n:
+        cum, total = _prefix_count(flat, n, self.device)
+    if out is None:
+        out = I._empty((total, nd), torch.int64, self.device)
+    else:
+        I._resize_out(out, (total, nd))
+    if total == 0:
+        return out
+    inner = 1
+    for d in range(nd - 1, -1, -1):
+        col = out.select(1, d)
+        compact_kernel[_launch_grid(n)](cum, flat, col, n, inner, self.shape[d], col.stride(0),
+                                        MODE=1, BLOCK=_BLOCK)
+        inner *= self.shape[d]
+    return out
+
+
+def nonzero_out(self, *, out):
+    return nonzero(self, out=out)
+
+
+def masked_select(self, mask, *, out=None):
+    if mask.dtype != torch.bool:
+        raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {mask.dtype}")
+    shape = torch.broadcast_shapes(self.shape, mask.shape)
+    n = 1
+    for s in shape:
+        n *= s
+    total = 0
+    if n:
+        x = I.copy_into(I._empty(shape, self.dtype, self.device), self.expand(shape)).view(-1)
+        mk = I.copy_into(I._empty(shape, torch.bool, self.device), mask.expand(shape)).view(-1)
+        cum, total = _prefix_count(mk, n, self.device)
+    if out is None:
+        out = I._empty((total,), self.dtype, self.device)
+    else:
+        I._resize_out(out, (total,))
+    if total:
+        compact_kernel[_launch_grid(n)](cum, x, out, n, 1, 1, out.stride(0), MODE=0, BLOCK=_BLOCK)
+    return out
+
+
+def masked_select_out(self, mask, *, out):
+    return masked_select(self, mask, out=out)
+
+
+KERNELS: dict[str, Callable] = {
+    "flip": flip,
+    "roll": roll,
+    "scatter.src": scatter_src, "scatter_.src": scatter__src, "scatter.src_out": scatter_src_out,
+    "scatter.value": scatter_value, "scatter_.value": scatter__value, "scatter.value_out": scatter_value_out,
+    "index_add": index_add, "index_add_": index_add_, "index_add.out": index_add_out,
+    "index_copy": index_copy, "index_copy_": index_copy_, "index_copy.out": index_copy_out,
+    "index_fill_.int_Scalar": index_fill_, "index_fill_.int_Tensor": index_fill_,
+    "cumsum": cumsum, "cumsum_": cumsum_, "cumsum.out": cumsum_out,
+    "cumprod": cumprod, "cumprod_": cumprod_, "cumprod.out": cumprod_out,
+    "sort.stable": sort_stable,
+    "sort.values_stable": sort_values_stable,
+    "nonzero": nonzero, "nonzero.out": nonzero_out,
+    "masked_select": masked_select, "masked_select.out": masked_select_out,
+}

@@ -2,4 +2,12 @@
 
 Kept free of imports: `torch_fl.triton_ops.SUPPORTED_OPS` is read without triton."""
 
-OPS: tuple[str, ...] = ()
+OPS: tuple[str, ...] = (
+    "flip", "roll",
+    "scatter.src", "scatter_.src", "scatter.src_out", "scatter.value", "scatter_.value", "scatter.value_out",
+    "index_add", "index_add_", "index_add.out", "index_copy", "index_copy_", "index_copy.out",
+    "index_fill_.int_Scalar", "index_fill_.int_Tensor",
+    "cumsum", "cumsum_", "cumsum.out", "cumprod", "cumprod_", "cumprod.out",
+    "sort.stable", "sort.values_stable",
+    "nonzero", "nonzero.out", "masked_select", "masked_select.out",
+)
