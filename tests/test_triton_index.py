@@ -1,0 +1,243 @@
+"""torch_fl.triton_ops `index` family (scans, sorting, indexing, scatter, selection)
+against the CPU aten ops, under Triton's interpreter; a few cases on `npu` tensors."""
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import torch_fl.triton_ops as tops  # noqa: E402
+from torch_fl.triton_ops import _index_ops  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not tops.available(), reason="triton not installed")
+
+F32, F64, I64, BOOL = torch.float32, torch.float64, torch.int64, torch.bool
+TOL = {F32: (1.3e-6, 1e-5), F64: (1e-7, 1e-7)}
+EXERCISED: set = set()
+
+
+def _aten(name):
+    base, _, ov = name.partition(".")
+    return getattr(getattr(torch.ops.aten, base), ov or "default")
+
+
+def _outs(name):
+    return [a for a in _aten(name)._schema.arguments if a.kwarg_only and a.alias_info is not None
+            and a.alias_info.is_write]
+
+
+def rnd(*shape, dtype=F32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == BOOL:
+        return torch.rand(shape, generator=g) > 0.5
+    if dtype == I64:
+        return torch.randint(-3, 4, shape, generator=g)
+    return (torch.rand(shape, generator=g, dtype=F64) * 4 - 2).to(dtype)
+
+
+def _same(got, exp):
+    if isinstance(exp, (tuple, list)):
+        assert len(got) == len(exp)
+        for g, e in zip(got, exp):
+            _same(g, e)
+        return
+    assert got.dtype == exp.dtype and got.shape == exp.shape, (got.dtype, got.shape, exp.dtype, exp.shape)
+    got = got.cpu()
+    if exp.dtype in TOL:
+        rtol, atol = TOL[exp.dtype]
+        torch.testing.assert_close(got, exp, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        assert torch.equal(got, exp), (got, exp)
+
+
+def _functional(name):
+    """The functional overload an out= overload computes (scatter.src_out -> scatter.src)."""
+    base, _, ov = name.partition(".")
+    ov = {"out": "", "values_stable": "stable"}.get(ov, ov.removesuffix("_out"))
+    return base + ("." + ov if ov else "")
+
+
+def check(name, *args, device="cpu", **kwargs):
+    """kernel_for(name) vs the aten op; out= variants get empty outs (resized by the kernel),
+    in-place variants work on clones and must return the mutated self."""
+    EXERCISED.add(name)
+    exp_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    exp = _aten(_functional(name) if _outs(name) else name)(*exp_args, **kwargs)
+    got_args = [a.clone().to(device) if isinstance(a, torch.Tensor) else a for a in args]
+    outs = {}
+    for a in _outs(name):
+        dt = I64 if a.name == "indices" else (exp[0] if isinstance(exp, tuple) else exp).dtype
+        outs[a.name] = torch.empty(0, dtype=dt, device=device)
+    got = tops.kernel_for(name)(*got_args, **kwargs, **outs)
+    if name.split(".")[0].endswith("_"):
+        assert got is got_args[0]
+        _same(got_args[0], exp_args[0])
+    if outs:
+        _same(tuple(outs.values()) if len(outs) > 1 else next(iter(outs.values())), exp)
+    _same(got, exp)
+
+
+def variants(base, overload=""):
+    """The functional, in-place and out names of a base op with optional overload suffix."""
+    sfx = "." + overload if overload else ""
+    return [base + sfx, base + "_" + sfx, base + "." + (overload + "_out" if overload else "out")]
+
+
+# ------------------------------------------------------------ flip / roll --
+@pytest.mark.parametrize("dtype", [F32, F64, I64, BOOL])
+def test_flip(dtype):
+    x = rnd(3, 4, 5, dtype=dtype)
+    for dims in ([0], [2], [0, 2], [-1, 1], [0, 1, 2], []):
+        check("flip", x, dims)
+    check("flip", x.transpose(0, 2), [1])  # non-contiguous
+    check("flip", rnd(dtype=dtype), [0])  # 0-dim
+    check("flip", rnd(0, 3, dtype=dtype), [1])  # empty
+
+
+@pytest.mark.parametrize("dtype", [F32, I64])
+def test_roll(dtype):
+    x = rnd(3, 4, 5, dtype=dtype)
+    check("roll", x, [1], [0])
+    check("roll", x, [-3, 7], [2, 1])
+    check("roll", x, [13])  # no dims: flattened
+    check("roll", x.transpose(0, 1), [2], [0])
+    check("roll", x, [0], [1])
+    check("roll", rnd(0, 4, dtype=dtype), [1], [1])
+
+
+# ----------------------------------------------------------------- scatter --
+def _perm_index(shape, dim, size, seed):
+    """Index of `shape` along `dim` with distinct targets per slice (scatter's result is
+    only defined without duplicates)."""
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.empty(shape, dtype=I64)
+    flat = idx.movedim(dim, -1).reshape(-1, shape[dim])
+    for r in range(flat.shape[0]):
+        flat[r] = torch.randperm(size, generator=g)[: shape[dim]]
+    return flat.reshape(idx.movedim(dim, -1).shape).movedim(-1, dim).contiguous()
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, I64, BOOL])
+def test_scatter(dtype):
+    x = rnd(4, 5, dtype=dtype)
+    for dim in (0, 1, -1):
+        idx = _perm_index((3, 4), dim, x.shape[dim], seed=dim + 2)
+        src = rnd(3, 5, dtype=dtype, seed=7)  # larger than the index: only its prefix is read
+        for name in variants("scatter", "src"):
+            check(name, x, dim, idx, src)
+        for name in variants("scatter", "value"):
+            check(name, x, dim, idx, True if dtype == BOOL else 3)
+    check("scatter.src", x.t(), 1, _perm_index((5, 2), 1, 4, 3), rnd(5, 2, dtype=dtype).t().contiguous().t())
+    check("scatter.value", rnd(dtype=dtype), 0, torch.tensor(0), 1)  # 0-dim
+    check("scatter.src", x, 0, torch.empty(0, 5, dtype=I64), rnd(0, 5, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, I64])
+def test_index_add(dtype):
+    x = rnd(4, 5, 3, dtype=dtype)
+    idx = torch.tensor([0, 2, 0, 3])  # duplicates accumulate
+    for name in variants("index_add"):
+        check(name, x, 1, idx, rnd(4, 4, 3, dtype=dtype, seed=1))
+        check(name, x, 0, idx, rnd(4, 5, 3, dtype=dtype, seed=2), alpha=2)
+    check("index_add", x.transpose(0, 2), 2, torch.tensor([3, 1]), rnd(3, 5, 2, dtype=dtype))
+    check("index_add", rnd(dtype=dtype), 0, torch.tensor([0]), rnd(dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", [F32, I64, BOOL])
+def test_index_copy_fill(dtype):
+    x = rnd(4, 5, dtype=dtype)
+    idx = torch.tensor([4, 0, 2])
+    for name in variants("index_copy"):
+        check(name, x, 1, idx, rnd(4, 3, dtype=dtype, seed=1))
+    check("index_copy", x.t(), 0, idx, rnd(3, 4, dtype=dtype))
+    v = True if dtype == BOOL else -2
+    check("index_fill_.int_Scalar", x, 1, idx, v)
+    check("index_fill_.int_Scalar", x.t(), 0, torch.tensor([-1]), v)
+    check("index_fill_.int_Tensor", x, 0, torch.tensor([1, 3]), torch.tensor(v, dtype=dtype))
+
+
+# ------------------------------------------------------------------ scans --
+@pytest.mark.parametrize("dtype", [F32, F64, I64, BOOL])
+def test_scans(dtype):
+    x = rnd(3, 4, 5, dtype=dtype)
+    if dtype in (F32, F64):
+        x = x / 2 + 1  # products stay moderate
+    for dim in (0, 1, 2, -1):
+        for base in ("cumsum", "cumprod"):
+            check(base, x, dim)
+            check(base + ".out", x, dim)
+            if dtype != BOOL:
+                check(base + "_", x, dim)
+    check("cumsum", x.transpose(0, 2), 1)
+    check("cumsum", rnd(dtype=dtype), 0)
+    check("cumsum", rnd(0, 3, dtype=dtype), 1)
+    if dtype != BOOL:
+        check("cumsum", x, 1, dtype=F64)
+    # rows longer than one block: the carry joins the chunks
+    check("cumsum", rnd(2, 2500, dtype=dtype), 1)
+    check("cumprod", (rnd(1500, dtype=F64) / 10 + 1) if dtype in (F32, F64) else rnd(1500, dtype=dtype), 0)
+
+
+# ----------------------------------------------------------------- sorting --
+@pytest.mark.parametrize("dtype", [F32, F64, I64, BOOL])
+def test_sort(dtype):
+    x = rnd(4, 37, dtype=dtype)
+    if dtype in (F32, F64):
+        x = (x * 2).round()  # many ties: stability decides the indices
+        x[1, 3] = x[1, 9] = float("nan")
+        x[2, 0] = float("-inf")
+        x[0, 5] = -0.0
+    for desc in (False, True):
+        for dim in (1, 0):
+            check("sort.stable", x, stable=True, dim=dim, descending=desc)
+            check("sort.values_stable", x, stable=True, dim=dim, descending=desc)
+    distinct = torch.randperm(148, generator=torch.Generator().manual_seed(0)).view(37, 4).to(dtype) if dtype != BOOL else x
+    check("sort.stable", distinct.t(), stable=None, dim=1)  # without ties any sort order is determined
+    check("sort.stable", rnd(dtype=dtype), stable=True)
+    check("sort.stable", rnd(3, 0, dtype=dtype), stable=True)
+    check("sort.stable", rnd(300, dtype=dtype), stable=True)  # several i/j blocks
+
+
+# -------------------------------------------------------------- selection --
+@pytest.mark.parametrize("dtype", [F32, I64, BOOL])
+def test_nonzero_masked_select(dtype):
+    x = rnd(3, 4, 5, dtype=dtype)
+    for t in (x, x.transpose(0, 2), rnd(dtype=dtype), rnd(0, 2, dtype=dtype), torch.zeros(4, 2, dtype=dtype),
+              rnd(3000, dtype=dtype)):
+        check("nonzero", t)
+        check("nonzero.out", t)
+    m = rnd(4, 5, dtype=BOOL, seed=3)
+    check("masked_select", x, m)
+    check("masked_select.out", x, m)
+    check("masked_select", x, m[0])  # mask broadcast
+    check("masked_select", x[0, 0], m)  # self broadcast
+    check("masked_select", x, torch.zeros(5, dtype=BOOL))
+
+
+# ------------------------------------------------------------- on the npu --
+def _npu():
+    try:
+        import torch_fl_npu  # noqa: F401
+        torch.empty(1, device="npu")
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+@pytest.mark.skipif(not _npu(), reason="npu backend not installed")
+def test_on_npu():
+    x = rnd(3, 6)
+    check("flip", x, [0, 1], device="npu")
+    check("roll", x, [2], [1], device="npu")
+    check("scatter.src_out", x, 1, _perm_index((3, 2), 1, 6, 0), rnd(3, 2), device="npu")
+    check("index_add.out", x, 0, torch.tensor([2, 2]), rnd(2, 6), device="npu")
+    check("cumsum.out", x, 1, device="npu")
+    check("sort.values_stable", x.round(), stable=True, dim=1, descending=False, device="npu")
+    check("nonzero", x > 0, device="npu")
+    check("masked_select", x, x > 0, device="npu")
+
+
+def test_zz_every_index_op_exercised():
+    missing = sorted(set(_index_ops.OPS) - EXERCISED)
+    assert not missing, f"index OPS entries not exercised: {missing}"
