@@ -20,6 +20,10 @@ are tiny, and the results then differ from LAPACK's only by LAPACK's own roundin
   `_qr_kernel` (Householder as geqrf/orgqr: R's diagonal may be negative),
   `_svd_kernel` (one-sided Jacobi; U completed to a basis by Gram-Schmidt on
   unit vectors), `_eigh_kernel` (cyclic Jacobi).
+- `_apply_q_kernel` (Q C / Q^T C from geqrf reflectors: householder_product, ormqr),
+  `_ldl_kernel` / `_ldl_solve_kernel` (Bunch-Kaufman as dsytf2 / dsytrs),
+  `_lstsq_kernel` (minimum-norm solution from the SVD), `_matrix_exp_kernel`
+  (scaling and squaring), `_cross_kernel`.
 """
 from __future__ import annotations
 
@@ -776,7 +780,7 @@ def _qr_kernel(a_ptr, q_ptr, r_ptr, tau_ptr, m, n, qcols,
 
 def linalg_qr_out(A, mode="reduced", *, Q, R):
     if A.dim() < 2:
-        raise RuntimeError(f"linalg.qr: The input tensor A must have at least 2 dimensions.")
+        raise RuntimeError("linalg.qr: The input tensor A must have at least 2 dimensions.")
     if mode not in ("reduced", "complete", "r"):
         raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' "
                            f"(default), 'r', or 'complete'")
@@ -918,7 +922,7 @@ def _linalg_svd_U(A, full_matrices=False, compute_uv=True, *, driver=None, U, S,
     if kk == 0:
         if compute_uv and full_matrices:  # the identity of the nonzero side
             for t in (U, Vh):
-                if t.numel():
+                if t.numel():  # the substitution kernel with no substitution step writes I
                     _solve(t, None, t, eye=True)
         return U, S, Vh
     # Jacobi works on the tall side: for m < n, A^T = V S U^T
@@ -1142,7 +1146,7 @@ def _cross_kernel(a_ptr, b_ptr, o_ptr, n, sa, sb, so, ODT: tl.constexpr, CDT: tl
 
 def _cross(self, other, dim, out):
     if self.dim() != other.dim():
-        raise RuntimeError(f"linalg.cross: inputs must have the same number of dimensions.")
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
     if self.dtype != other.dtype:
         raise RuntimeError(f"expected scalar type {self.dtype} but found {other.dtype}")
     if self.dtype in (torch.float16, torch.bfloat16, torch.bool) or self.is_complex():
@@ -1239,12 +1243,12 @@ def linalg_lstsq_out(self, b, rcond=None, *, driver=None, solution, residuals, r
                            f"input with dtype {self.dtype} and b with dtype {b.dtype}")
     driver = "gelsy" if driver is None else driver
     if driver not in ("gels", "gelsy", "gelsd", "gelss"):
-        raise RuntimeError(f"torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
+        raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
     m, n = self.shape[-2], self.shape[-1]
     vector = b.dim() == self.dim() - 1
     B = b.unsqueeze(-1) if vector else b
     if B.shape[-2] != m:
-        raise RuntimeError(f"torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
+        raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
     nrhs = B.shape[-1]
     batch = _bcast_batch(self, B)
     kk = min(m, n)
