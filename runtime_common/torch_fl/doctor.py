@@ -157,8 +157,9 @@ def _generated_findings(name: str, package: str, probe: dict) -> list[Finding]:
         return [found, Finding("driver", "error", name, f"{library} does not load: {error}",
                                "install the vendor driver/SDK, or point the spec's home variable at it",
                                {"error": error})]
-    if not probe.get("registered") and "version" not in probe:
-        return [Finding("backend", "error", name, f"{package} cannot be imported: {error}", details={"error": error})]
+    if not probe.get("registered"):
+        step = "imported" if "version" not in probe else "registered"
+        return [Finding("backend", "error", name, f"{package} cannot be {step}: {error}", details={"error": error})]
     return [found, Finding("driver", "error", name, error, details={"error": error})]
 
 
