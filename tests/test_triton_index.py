@@ -54,7 +54,7 @@ def _same(got, exp):
 def _functional(name):
     """The functional overload an out= overload computes (scatter.src_out -> scatter.src)."""
     base, _, ov = name.partition(".")
-    ov = {"out": "", "values_stable": "stable"}.get(ov, ov.removesuffix("_out"))
+    ov = {"out": "", "values_stable": "stable", "dim_max": "dim", "dim_min": "dim"}.get(ov, ov.removesuffix("_out"))
     return base + ("." + ov if ov else "")
 
 
@@ -66,8 +66,8 @@ def check(name, *args, device="cpu", **kwargs):
     exp = _aten(_functional(name) if _outs(name) else name)(*exp_args, **kwargs)
     got_args = [a.clone().to(device) if isinstance(a, torch.Tensor) else a for a in args]
     outs = {}
-    for a in _outs(name):
-        dt = I64 if a.name == "indices" else (exp[0] if isinstance(exp, tuple) else exp).dtype
+    for k, a in enumerate(_outs(name)):
+        dt = (exp[k] if isinstance(exp, tuple) else exp).dtype
         outs[a.name] = torch.empty(0, dtype=dt, device=device)
     got = tops.kernel_for(name)(*got_args, **kwargs, **outs)
     if name.split(".")[0].endswith("_"):
@@ -213,6 +213,58 @@ def test_nonzero_masked_select(dtype):
     check("masked_select", x, m[0])  # mask broadcast
     check("masked_select", x[0, 0], m)  # self broadcast
     check("masked_select", x, torch.zeros(5, dtype=BOOL))
+
+
+def test_masked_scatter():
+    for dtype in (F32, I64, BOOL):
+        x = rnd(4, 5, dtype=dtype)
+        src = rnd(30, dtype=dtype, seed=5)
+        check("masked_scatter_", x, rnd(4, 5, dtype=BOOL, seed=1), src)
+        check("masked_scatter_", x.t(), rnd(4, dtype=BOOL, seed=2), src.view(5, 6))  # mask broadcast
+        check("masked_scatter_", x, torch.zeros(4, 5, dtype=BOOL), src)
+
+
+# ------------------------------------------------------- advanced indexing --
+@pytest.mark.parametrize("dtype", [F32, I64, BOOL])
+def test_index_tensor(dtype):
+    x = rnd(4, 5, 6, dtype=dtype)
+    i = torch.tensor([[0, 3], [-1, 2]])
+    j = torch.tensor([4, -5])
+    for name in ("index.Tensor", "index.Tensor_out"):
+        check(name, x, [i])
+        check(name, x, [None, j])
+        check(name, x, [i, j])  # adjacent: the index dims stay in place
+        check(name, x, [None, j, torch.tensor([5, 0])])
+        check(name, x, [i, None, torch.tensor([1])])  # separated: the index dims go first
+    check("index.Tensor", x.transpose(0, 2), [None, torch.tensor([1, 1, 0])])
+    check("index.Tensor", x, [rnd(4, 5, dtype=BOOL, seed=3)])  # mask
+    check("index.Tensor", x, [None, None, rnd(6, dtype=BOOL, seed=4)])
+    check("index.Tensor", x, [torch.tensor([], dtype=I64)])
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, I64])
+def test_index_put(dtype):
+    x = rnd(4, 5, dtype=dtype)
+    i = torch.tensor([0, 3, 1])
+    check("_index_put_impl_", x, [i], rnd(3, 5, dtype=dtype), False)
+    check("_index_put_impl_", x, [None, torch.tensor([-1, 2])], rnd(4, 2, dtype=dtype), False)
+    check("_index_put_impl_", x, [i, torch.tensor([4, 0, 2])], rnd(3, dtype=dtype), False)
+    check("_index_put_impl_", x, [rnd(4, 5, dtype=BOOL, seed=2)], rnd(dtype=dtype), False)  # mask, 0-dim value
+    check("_index_put_impl_", x.t(), [torch.tensor([1, 1, 4, 1])], rnd(4, 4, dtype=dtype), True)  # duplicates add
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, I64, BOOL])
+def test_max_min_dim(dtype):
+    x = rnd(4, 6, dtype=dtype)
+    if dtype in (F32, F64):
+        x = x.round()  # ties: the first index wins
+        x[2, 4] = float("nan")
+    for dim in (0, 1, -1):
+        for keepdim in (False, True):
+            for name in ("max.dim", "max.dim_max", "min.dim", "min.dim_min"):
+                check(name, x, dim, keepdim)
+    check("max.dim", x.t(), 1)
+    check("min.dim", rnd(dtype=dtype), 0)
 
 
 # ------------------------------------------------------------- on the npu --

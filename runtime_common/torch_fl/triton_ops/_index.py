@@ -154,7 +154,8 @@ def compact_kernel(flag_cum, src, out, N, INNER, SIZE, OSTRIDE,
     """Stream compaction over a flat contiguous range of N elements; `flag_cum` holds the
     inclusive prefix count of selected elements. Selected element i goes to row
     flag_cum[i] - 1 of `out` (stride OSTRIDE): MODE 0 writes src[i] (masked_select),
-    MODE 1 writes the coordinate (i // INNER) % SIZE of one dim (nonzero)."""
+    MODE 1 writes the coordinate (i // INNER) % SIZE of one dim (nonzero). MODE 2 is the
+    inverse, out[i] = src[flag_cum[i] - 1] (masked_scatter)."""
     i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = i < N
     c = tl.load(flag_cum + i, mask=m, other=0)
@@ -164,8 +165,45 @@ def compact_kernel(flag_cum, src, out, N, INNER, SIZE, OSTRIDE,
     if MODE == 0:
         v = tl.load(src + i, mask=sel)
         tl.store(out + pos, v, mask=sel)
+    elif MODE == 2:
+        v = tl.load(src + c - 1, mask=sel)
+        tl.store(out + i, v, mask=sel)
     else:
         tl.store(out + pos, (i // INNER) % SIZE, mask=sel)
+
+
+@triton.jit
+def index_offset_kernel(src, off, dst, N, S0, S1, S2, S3, S4, S5,
+                        x0, x1, x2, x3, x4, x5, f0, f1, f2, f3, f4, f5, o0, o1, o2, o3, o4, o5,
+                        PUT: tl.constexpr, ADD: tl.constexpr, ODT: tl.constexpr, BLOCK: tl.constexpr):
+    """Advanced indexing over the result shape S*: the indexed element of `src` sits at
+    p . x (the dims not indexed) + off[p . f] (the flat offset of the index tensors,
+    broadcast over their dims). PUT=False: dst[p . o] = src[..] (index); PUT=True:
+    src[..] = dst[p . o] (index_put, `dst` holds the values; ADD accumulates atomically)."""
+    lin = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = lin < N
+    r = lin
+    j5 = r % S5
+    r = r // S5
+    j4 = r % S4
+    r = r // S4
+    j3 = r % S3
+    r = r // S3
+    j2 = r % S2
+    r = r // S2
+    j1 = r % S1
+    j0 = r // S1
+    so = K._off6(j0, j1, j2, j3, j4, j5, x0, x1, x2, x3, x4, x5)
+    so += tl.load(off + K._off6(j0, j1, j2, j3, j4, j5, f0, f1, f2, f3, f4, f5), mask=mask, other=0)
+    do = K._off6(j0, j1, j2, j3, j4, j5, o0, o1, o2, o3, o4, o5)
+    if PUT:
+        v = K._to_odt(tl.load(dst + do, mask=mask), ODT)
+        if ADD:
+            tl.atomic_add(src + so, v, mask=mask)
+        else:
+            tl.store(src + so, v, mask=mask)
+    else:
+        tl.store(dst + do, tl.load(src + so, mask=mask), mask=mask)
 
 
 # ---------------------------------------------------------------- helpers --
@@ -537,6 +575,147 @@ def masked_select_out(self, mask, *, out):
     return masked_select(self, mask, out=out)
 
 
+def masked_scatter_(self, mask, source):
+    if mask.dtype != torch.bool:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype {mask.dtype}")
+    if source.dtype != self.dtype:
+        raise RuntimeError(f"masked_scatter_: expected self and source to have same dtypes but got {self.dtype} and {source.dtype}")
+    n = self.numel()
+    if n == 0:
+        return self
+    mk = I.copy_into(I._empty(self.shape, torch.bool, self.device), mask.expand(self.shape)).view(-1)
+    cum, total = _prefix_count(mk, n, self.device)
+    if total > source.numel():
+        raise RuntimeError("masked_scatter: expected source to have at least as many elements as ones in mask")
+    if total == 0:
+        return self
+    buf = I.copy_into(I._empty(self.shape, self.dtype, self.device), self).view(-1)
+    src = I._contig(source).view(-1)
+    compact_kernel[_launch_grid(n)](cum, src, buf, n, 1, 1, 1, MODE=2, BLOCK=_BLOCK)
+    return I.copy_into(self, buf.view(self.shape))
+
+
+# ------------------------------------------------------- advanced indexing --
+def _index_plan(self, indices):
+    """Expand bool masks (nonzero), wrap negative indices and fold the index tensors into
+    one flat offset tensor. Returns (result shape, [(size, self stride, offset stride)]
+    per result dim, offset tensor)."""
+    ix = []
+    for t in indices:
+        if t is not None and t.dtype in (torch.bool, torch.uint8):
+            nz = nonzero(t if t.dtype == torch.bool else I.launch_pointwise(
+                "ne", I._empty(t.shape, torch.bool, t.device), [t, 0], I._cdt(t.dtype)))
+            ix.extend(nz.select(1, k) for k in range(t.dim()))
+        else:
+            if t is not None and t.dtype not in (torch.int64, torch.int32):
+                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+            ix.append(t)
+    if len(ix) > self.dim():
+        raise IndexError(f"too many indices for tensor of dimension {self.dim()} (got {len(ix)})")
+    ix += [None] * (self.dim() - len(ix))
+    dims = [d for d, t in enumerate(ix) if t is not None]
+    bshape = list(torch.broadcast_shapes(*[ix[d].shape for d in dims]))
+    off = I._empty(bshape, torch.int64, self.device)
+    tmp = I._empty(bshape, torch.int64, self.device)
+    for k, d in enumerate(dims):
+        # floor remainder maps -size..-1 onto 0..size-1 (in-range indices are unchanged)
+        I.launch_pointwise("remainder", tmp, [ix[d], self.shape[d]], I._cdt(torch.int64))
+        if k == 0:
+            I.launch_pointwise("mul", off, [tmp, self.stride(d)], I._cdt(torch.int64))
+        else:
+            I.launch_pointwise("add_alpha", off, [off, tmp, self.stride(d)], I._cdt(torch.int64))
+    ost = list(off.stride())
+    bdims = [(bshape[i], 0, ost[i]) for i in range(len(bshape))]
+    rest = [(self.shape[d], self.stride(d), 0) for d in range(self.dim()) if ix[d] is None]
+    if dims == list(range(dims[0], dims[-1] + 1)):
+        before = [(self.shape[d], self.stride(d), 0) for d in range(dims[0])]
+        plan = before + bdims + rest[len(before):]
+    else:
+        plan = bdims + rest
+    return [p[0] for p in plan], plan, off
+
+
+def _index_run(self, plan, off, other, put, add):
+    n = 1
+    for p in plan:
+        n *= p[0]
+    if n == 0:
+        return
+    if len(plan) > 6:
+        raise Unsupported("advanced indexing with a result of more than 6 dims")
+    pad = 6 - len(plan)
+    sh = [1] * pad + [p[0] for p in plan]
+    xs = [0] * pad + [p[1] for p in plan]
+    fs = [0] * pad + [p[2] for p in plan]
+    os_ = [0] * pad + list(other.stride())
+    index_offset_kernel[_launch_grid(n)](self, off, other, n, *sh, *xs, *fs, *os_, PUT=put, ADD=add,
+                                         ODT=I._odt(self.dtype), BLOCK=_BLOCK)
+
+
+def index_Tensor(self, indices, *, out=None):
+    if all(t is None for t in indices):
+        raise Unsupported("index without index tensors")
+    shape, plan, off = _index_plan(self, indices)
+    if out is None:
+        out = I._empty(shape, self.dtype, self.device)
+    else:
+        I._resize_out(out, shape)
+    _index_run(self, plan, off, out, False, False)
+    return out
+
+
+def index_Tensor_out(self, indices, *, out):
+    return index_Tensor(self, indices, out=out)
+
+
+def _index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
+    if all(t is None for t in indices):
+        raise Unsupported("index_put without index tensors")
+    if accumulate and self.dtype not in (torch.float32, torch.float64, torch.int32, torch.int64):
+        raise Unsupported(f"accumulating index_put on {self.dtype} (no atomic add)")
+    shape, plan, off = _index_plan(self, indices)
+    if values.dtype != self.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got {self.dtype} for the destination and {values.dtype} for the source.")
+    v = I._operand(values, self.device)
+    _index_run(self, plan, off, v.expand(shape), True, bool(accumulate))
+    return self
+
+
+# ---------------------------------------------------- values and indices --
+def _dim_minmax(is_max):
+    from . import kernel_for
+
+    amax, argmax = kernel_for("amax" if is_max else "amin"), kernel_for("argmax" if is_max else "argmin")
+
+    def fn(self, dim, keepdim=False, *, out_v=None, out_i=None):
+        if self.numel() == 0:
+            raise Unsupported("max/min of an empty tensor")
+        v = amax(self, [dim], keepdim)
+        i = argmax(self, dim, keepdim)
+        if out_v is None:
+            return v, i
+        I._resize_out(out_v, v.shape)
+        I._resize_out(out_i, i.shape)
+        return I.copy_into(out_v, v), I.copy_into(out_i, i)
+    return fn
+
+
+def max_dim(self, dim, keepdim=False):
+    return _dim_minmax(True)(self, dim, keepdim)
+
+
+def max_dim_max(self, dim, keepdim=False, *, max, max_values):
+    return _dim_minmax(True)(self, dim, keepdim, out_v=max, out_i=max_values)
+
+
+def min_dim(self, dim, keepdim=False):
+    return _dim_minmax(False)(self, dim, keepdim)
+
+
+def min_dim_min(self, dim, keepdim=False, *, min, min_indices):
+    return _dim_minmax(False)(self, dim, keepdim, out_v=min, out_i=min_indices)
+
+
 KERNELS: dict[str, Callable] = {
     "flip": flip,
     "roll": roll,
@@ -551,4 +730,7 @@ KERNELS: dict[str, Callable] = {
     "sort.values_stable": sort_values_stable,
     "nonzero": nonzero, "nonzero.out": nonzero_out,
     "masked_select": masked_select, "masked_select.out": masked_select_out,
+    "masked_scatter_": masked_scatter_,
+    "index.Tensor": index_Tensor, "index.Tensor_out": index_Tensor_out, "_index_put_impl_": _index_put_impl_,
+    "max.dim": max_dim, "max.dim_max": max_dim_max, "min.dim": min_dim, "min.dim_min": min_dim_min,
 }
