@@ -148,8 +148,11 @@ def amp_kernels(spec: ChipSpec) -> dict[str, list]:
 
     amp = spec.amp
     if amp is None:
-        return {"lower_precision": [], "fp32": [], "append_dtype": [], "promote": []}
+        return {"lower_precision": [], "fp32": [], "append_dtype": [], "promote": [], "bce_listed": False}
+    listed = amp.lower_precision_ops + amp.fp32_ops + amp.promote_ops
     return {
+        # CUDA refuses binary_cross_entropy under autocast; a spec that lists it decides instead
+        "bce_listed": "binary_cross_entropy" in listed,
         "lower_precision": [split(op) for op in amp.lower_precision_ops],
         "fp32": [split(op) + (fp32_policy(op),) for op in amp.fp32_ops if fp32_policy(op) != FP32_APPEND_DTYPE],
         "append_dtype": [op for op in amp.fp32_ops if fp32_policy(op) == FP32_APPEND_DTYPE],

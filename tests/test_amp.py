@@ -38,6 +38,18 @@ def test_autocast_casts_per_policy(dtype):
     torch.testing.assert_close(mm.cpu(), ref)
 
 
+def test_binary_cross_entropy_is_refused_under_autocast_as_on_cuda():
+    p = torch.rand(4, device=NPU)
+    target = torch.rand(4, device=NPU)
+    with torch.autocast(NPU):
+        with pytest.raises(RuntimeError, match="binary_cross_entropy and torch.nn.BCELoss are unsafe to "
+                                               "autocast on npu"):
+            torch.nn.functional.binary_cross_entropy(p, target)
+        safe = torch.nn.functional.binary_cross_entropy_with_logits(p, target)   # fp32_ops
+    assert safe.dtype == torch.float32
+    torch.nn.functional.binary_cross_entropy(p, target)   # outside autocast: allowed
+
+
 def test_autocast_outside_the_block_is_off():
     a = torch.randn(4, 4, device=NPU)
     with torch.autocast(NPU, dtype=torch.bfloat16):

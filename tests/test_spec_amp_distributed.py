@@ -54,6 +54,14 @@ def test_generated_autocast_registration_follows_the_lists(tmp_path):
     assert spec.amp.fp32_ops == ("softmax.int", "exp")
 
 
+def test_binary_cross_entropy_ban_unless_the_spec_lists_it(tmp_path):
+    ban = 'm.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy")'
+    assert ban in render(load_spec(NPU), tmp_path / "generated" / "npu")["csrc/autocast.cpp"]
+    spec = load_spec(write(tmp_path, _with_amp("  fp32_ops: [binary_cross_entropy]\n")))
+    cpp = render(spec, tmp_path / "generated" / "npu")["csrc/autocast.cpp"]
+    assert ban not in cpp and "KERNEL_PRIVATEUSEONE(binary_cross_entropy, fp32)" in cpp
+
+
 def test_an_op_named_in_one_list_leaves_the_defaulted_others(tmp_path):
     spec = load_spec(write(tmp_path, _with_amp("  fp32_ops: [mm]\n")))
     assert spec.amp.fp32_ops == ("mm",)

@@ -12,6 +12,17 @@ using at::Tensor;
 using c10::IntArrayRef;
 using c10::Scalar;
 using c10::ScalarType;
+
+// As on CUDA: binary_cross_entropy on autocast's half-precision outputs (typically a
+// sigmoid's) is numerically unsafe; the error names the safe replacement.
+Tensor binary_cross_entropy_banned(const Tensor&, const Tensor&, const std::optional<Tensor>&, int64_t) {
+  TORCH_CHECK(false,
+              "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast on "
+              "npu" ".\nMany models use a sigmoid layer right before the binary cross "
+              "entropy layer. In this case, combine the two layers using "
+              "torch.nn.functional.binary_cross_entropy_with_logits or torch.nn.BCEWithLogitsLoss, which "
+              "are safe to autocast.");
+}
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
@@ -138,6 +149,7 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   KERNEL_PRIVATEUSEONE(index_put, promote)
   KERNEL_PRIVATEUSEONE(tensordot, promote)
   KERNEL_PRIVATEUSEONE(scatter_add, promote)
+  m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN((&binary_cross_entropy_banned)));
 }
 
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
