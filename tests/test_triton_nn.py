@@ -387,6 +387,39 @@ def test_im2col_col2im(dtype):
         check("col2im", (cols[1], (6, 7), *args), tol=SUM_TOL)
 
 
+# ------------------------------------------------------------ grid_sampler ----
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("mode", [0, 1, 2])  # bilinear, nearest, bicubic
+@pytest.mark.parametrize("padding", [0, 1, 2])  # zeros, border, reflection
+def test_grid_sampler_2d(dtype, mode, padding):
+    x = rnd(2, 3, 5, 6, dtype=dtype)
+    grid = rnd(2, 4, 7, 2, dtype=dtype, lo=-1.2, hi=1.2, seed=1)  # some points outside [-1, 1]
+    for align in (False, True):
+        out = check("grid_sampler_2d", (x, grid, mode, padding, align))
+        g = rnd(*out.shape, dtype=dtype, seed=2)
+        for mask in ([True, True], [False, True]):
+            check("grid_sampler_2d_backward", (g, x, grid, mode, padding, align, mask), tol=SUM_TOL)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_grid_sampler_3d_kernel(dtype):
+    """Not routed (see _nn.GRID_SAMPLER_3D) but kept correct: called directly."""
+    from torch_fl.triton_ops import _nn
+    fwd, bwd = _nn.GRID_SAMPLER_3D
+    x = rnd(2, 2, 4, 5, 3, dtype=dtype)
+    grid = rnd(2, 3, 4, 2, 3, dtype=dtype, lo=-1.2, hi=1.2, seed=1)
+    for mode in (0, 1):
+        for padding in (0, 1, 2):
+            for align in (False, True):
+                ref = torch.ops.aten.grid_sampler_3d(x, grid, mode, padding, align)
+                _close(fwd(x, grid, mode, padding, align), ref, None, "cpu")
+                g = rnd(*ref.shape, dtype=dtype, seed=2)
+                ref_b = torch.ops.aten.grid_sampler_3d_backward(g, x, grid, mode, padding, align, [True, True])
+                _close(bwd(g, x, grid, mode, padding, align, [True, True]), ref_b, SUM_TOL, "cpu")
+    with pytest.raises(RuntimeError, match="bicubic interpolation only supports 4D"):
+        fwd(x, grid, 2, 0, False)
+
+
 # ---------------------------------------------------------------- npu tensors
 def _npu_ok():
     try:
