@@ -76,6 +76,19 @@ def test_c2r(dtype):
         check("_fft_c2r", full2, [1, 2], 2, n)
 
 
+def test_conj_physical():
+    for x in (rnd(3, 4, dtype=torch.complex64), rnd(4, 3, dtype=torch.complex128).t(), rnd(3, 4)):
+        for src in ((x, x.conj()) if x.is_complex() else (x,)):
+            out = torch.empty(0, dtype=x.dtype)
+            assert tops.kernel_for("conj_physical.out")(src, out=out) is out
+            torch.testing.assert_close(out, torch.conj_physical(src), rtol=0, atol=0)
+    y = rnd(3, 4, dtype=torch.complex64)
+    expected = torch.conj_physical(y)
+    assert tops.kernel_for("conj_physical_")(y) is y
+    torch.testing.assert_close(y, expected, rtol=0, atol=0)
+    EXERCISED.update({"conj_physical.out", "conj_physical_"})
+
+
 def test_complex_half_is_declined():
     with pytest.raises(tops.Unsupported):
         tops.kernel_for("_fft_r2c")(rnd(8).half(), [0], 0, True)

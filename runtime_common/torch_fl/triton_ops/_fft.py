@@ -193,7 +193,32 @@ def fft_c2r(self, dim, normalization, last_dim_size, *, out=None):
     return _finish(x, out)
 
 
+def conj_physical_out(self, *, out):
+    I._resize_out(out, self.shape)
+    if not self.is_complex():
+        return I.copy_into(out, self)
+    src = self._conj() if self.is_conj() else self  # the stored values; a conj bit cancels one negation
+    if src.is_neg():
+        raise Unsupported("a negative-bit complex view")
+    if self.numel():
+        sv, ov = torch.view_as_real(src), torch.view_as_real(out)
+        I.copy_into(ov[..., 0], sv[..., 0])
+        if self.is_conj():
+            I.copy_into(ov[..., 1], sv[..., 1])
+        else:
+            I.launch_pointwise("neg", ov[..., 1], [sv[..., 1]], I._cdt(sv.dtype))
+    return out
+
+
+def conj_physical_(self):
+    if not self.is_complex():
+        return self
+    return conj_physical_out(self, out=self)
+
+
 KERNELS: dict[str, Callable] = {
+    "conj_physical.out": conj_physical_out,
+    "conj_physical_": conj_physical_,
     "_fft_c2c": fft_c2c,
     "_fft_c2c.out": fft_c2c,
     "_fft_r2c": fft_r2c,
