@@ -5,7 +5,9 @@ backend is installed.
 """
 import os
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+DEVICE = os.environ.get("TORCHFL_TRITON_TEST_DEVICE", "cpu")  # "cuda": compiled kernels on a GPU
+if DEVICE == "cpu":
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -24,7 +26,7 @@ def _aten(name):
     return getattr(getattr(torch.ops.aten, base), ov or "default")
 
 
-def check(name, *args, device="cpu"):
+def check(name, *args, device=DEVICE):
     expected = _aten(name)(*args)
     moved = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
     got = tops.kernel_for(name)(*moved)
@@ -79,19 +81,20 @@ def test_c2r(dtype):
 def test_conj_physical():
     for x in (rnd(3, 4, dtype=torch.complex64), rnd(4, 3, dtype=torch.complex128).t(), rnd(3, 4)):
         for src in ((x, x.conj()) if x.is_complex() else (x,)):
-            out = torch.empty(0, dtype=x.dtype)
-            assert tops.kernel_for("conj_physical.out")(src, out=out) is out
-            torch.testing.assert_close(out, torch.conj_physical(src), rtol=0, atol=0)
+            out = torch.empty(0, dtype=x.dtype, device=DEVICE)
+            assert tops.kernel_for("conj_physical.out")(src.to(DEVICE), out=out) is out
+            torch.testing.assert_close(out.cpu(), torch.conj_physical(src), rtol=0, atol=0)
     y = rnd(3, 4, dtype=torch.complex64)
     expected = torch.conj_physical(y)
+    y = y.to(DEVICE)
     assert tops.kernel_for("conj_physical_")(y) is y
-    torch.testing.assert_close(y, expected, rtol=0, atol=0)
+    torch.testing.assert_close(y.cpu(), expected, rtol=0, atol=0)
     EXERCISED.update({"conj_physical.out", "conj_physical_"})
 
 
 def test_complex_half_is_declined():
     with pytest.raises(tops.Unsupported):
-        tops.kernel_for("_fft_r2c")(rnd(8).half(), [0], 0, True)
+        tops.kernel_for("_fft_r2c")(rnd(8).half().to(DEVICE), [0], 0, True)
 
 
 def test_on_the_chip():

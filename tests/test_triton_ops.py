@@ -5,7 +5,11 @@ triton is imported), on CPU tensors and, for a subset, on `npu` tensors.
 """
 import os
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+# TORCHFL_TRITON_TEST_DEVICE=cuda runs every check on a GPU with the kernels compiled
+# (no interpreter): `pytest --noconftest tests/test_triton_ops.py` on the device machine.
+DEVICE = os.environ.get("TORCHFL_TRITON_TEST_DEVICE", "cpu")
+if DEVICE == "cpu":
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import math  # noqa: E402
 import warnings  # noqa: E402
@@ -74,7 +78,7 @@ def _clone(v):
     return v
 
 
-def _close(got, ref, tol=None, device="cpu"):
+def _close(got, ref, tol=None, device=DEVICE):
     if isinstance(ref, (tuple, list)):
         assert len(got) == len(ref)
         for g, r in zip(got, ref):
@@ -97,7 +101,7 @@ def _close(got, ref, tol=None, device="cpu"):
         assert torch.equal(g, ref), (g, ref)
 
 
-def check(name, args, kwargs=None, *, ref_name=None, tol=None, device="cpu", variants=True):
+def check(name, args, kwargs=None, *, ref_name=None, tol=None, device=DEVICE, variants=True):
     """Compare kernel_for(name) with aten (ref_name or name); for a functional name also
     run its in-place (if the result keeps self's dtype/shape) and out= variants."""
     kwargs = kwargs or {}
@@ -297,9 +301,9 @@ def test_inplace_comparisons_keep_self_dtype():
         for ov, other in (("Tensor", rnd(5, seed=1)), ("Scalar", 0.25)):
             x = rnd(3, 5)
             ref = _aten(f"{op}.{ov}")(x, other).to(x.dtype)
-            y = x.t().contiguous().t()
-            got = tops.kernel_for(f"{op}_.{ov}")(y, other)
-            assert got is y and torch.equal(got, ref)
+            y = _move(x.t().contiguous().t(), DEVICE)
+            got = tops.kernel_for(f"{op}_.{ov}")(y, _move(other, DEVICE))
+            assert got is y and torch.equal(got.cpu(), ref)
             EXERCISED.add(f"{op}_.{ov}")
 
 
@@ -516,11 +520,13 @@ def test_layer_norm():
 def test_rms_norm_path():
     """F.rms_norm decomposes (CompositeImplicit) into pow / mean / add / rsqrt / mul: all covered."""
     x, w = rnd(3, 8), rnd(8, seed=1)
+    ref = torch.nn.functional.rms_norm(x, (8,), w, 1e-6)
+    x, w = _move(x, DEVICE), _move(w, DEVICE)
     sq = tops.kernel_for("pow.Tensor_Scalar")(x, 2)
     ms = tops.kernel_for("mean.dim")(sq, [-1], True)
     r = tops.kernel_for("rsqrt")(tops.kernel_for("add.Tensor")(ms, 1e-6))
     y = tops.kernel_for("mul.Tensor")(tops.kernel_for("mul.Tensor")(x, r), w)
-    torch.testing.assert_close(y, torch.nn.functional.rms_norm(x, (8,), w, 1e-6), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(y.cpu(), ref, rtol=1e-5, atol=1e-5)
 
 
 # -------------------------------------------------------------------- matmul
@@ -709,8 +715,8 @@ def test_nan_to_num_and_round_decimals():
     x = torch.tensor([math.nan, math.inf, -math.inf, 1.5, -2.25])
     for args, kw in (((x,), {}), ((x, 0.5, 9.0, -9.0), {}), ((x.double(),), {"posinf": 1e300}),
                      ((x.half(),), {}), ((rnd(3, 4, dtype=I64, lo=-5, hi=5),), {})):
-        out = torch.empty(0, dtype=args[0].dtype)
-        assert tops.kernel_for("nan_to_num.out")(*args, **kw, out=out) is out
+        out = torch.empty(0, dtype=args[0].dtype, device=DEVICE)
+        assert tops.kernel_for("nan_to_num.out")(*_move(args, DEVICE), **kw, out=out) is out
         _close(out, torch.nan_to_num(*args, **kw))
     EXERCISED.add("nan_to_num.out")
     for d in (0, 1, 2, -1, -2):
@@ -753,11 +759,11 @@ def test_activation_backwards():
     check("logit_backward", (g, p))
     check("logit_backward", (g, p, 0.2))
     check("native_dropout_backward", (g, rnd(4, 5, dtype=BOOL), 2.0))
-    got = tops.kernel_for("log_sigmoid_forward")(x)
+    got = tops.kernel_for("log_sigmoid_forward")(_move(x, DEVICE))
     _close(got[0], torch.nn.functional.logsigmoid(x))
     assert got[1].numel() == 0
-    out, buf = torch.empty(0), torch.empty(3)
-    assert tops.kernel_for("log_sigmoid_forward.output")(x, output=out, buffer=buf)[0] is out
+    out, buf = torch.empty(0, device=DEVICE), torch.empty(3, device=DEVICE)
+    assert tops.kernel_for("log_sigmoid_forward.output")(_move(x, DEVICE), output=out, buffer=buf)[0] is out
     _close(out, torch.nn.functional.logsigmoid(x))
     EXERCISED.update({"log_sigmoid_forward", "log_sigmoid_forward.output"})
 
@@ -797,8 +803,8 @@ def test_reductions_and_matmul_extras():
         check("max", (t,), variants=False)
         check("min", (t,), variants=False)
         for op in ("max", "min"):
-            out = torch.empty(0, dtype=t.dtype)
-            assert tops.kernel_for(f"{op}.unary_out")(t, out=out) is out
+            out = torch.empty(0, dtype=t.dtype, device=DEVICE)
+            assert tops.kernel_for(f"{op}.unary_out")(_move(t, DEVICE), out=out) is out
             _close(out, getattr(torch, op)(t))
             EXERCISED.add(f"{op}.unary_out")
         check("aminmax", (t,))
@@ -814,7 +820,7 @@ def test_reductions_and_matmul_extras():
     check("nansum", (xn, [1], True), tol=(1e-5, 1e-5))
     check("nansum", (rnd(3, 4, dtype=I64, lo=-5, hi=5), [0]))
     for a, b in ((x, x.clone()), (x, x + 1), (x, x[:2]), (xn, xn.clone())):
-        assert tops.kernel_for("equal")(a, b) == torch.equal(a, b)
+        assert tops.kernel_for("equal")(_move(a, DEVICE), _move(b, DEVICE)) == torch.equal(a, b)
     EXERCISED.add("equal")
     v, w = rnd(7, seed=1), rnd(7, seed=2)
     check("dot", (v, w), tol=MM_TOL)
