@@ -368,6 +368,15 @@ def test_glu(dtype):
         tops.kernel_for("glu")(z, 2)
 
 
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_prelu(dtype):
+    x = rnd(2, 3, 4, dtype=dtype)
+    x[0, 0, 0] = 0.0  # x > 0 is strict
+    for w in (rnd(1, 3, 1, dtype=dtype, seed=1), rnd(1, dtype=dtype, seed=1)):
+        out = check("_prelu_kernel", (x, w))
+        check("_prelu_kernel_backward", (rnd(*out.shape, dtype=dtype, seed=2), x, w))
+
+
 @pytest.mark.parametrize("dtype", [F32, I64])
 def test_channel_shuffle(dtype):
     x = rnd(2, 6, 2, 3, dtype=dtype)

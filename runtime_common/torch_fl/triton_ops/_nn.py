@@ -1040,6 +1040,33 @@ def channel_shuffle(self, groups, *, out=None):
     return out
 
 
+def _prelu_parts(self, weight):
+    """(shape, dtype, compute code, x > 0 mask) of a prelu call (weight broadcasts against self)."""
+    _check_float_or(self.dtype, "prelu")
+    shape = torch.broadcast_shapes(self.shape, weight.shape)
+    dt = I._promote(self, weight)
+    cd = I._cdt(dt)
+    pos = I.launch_pointwise("gt", I._empty(shape, torch.bool, self.device), [self, 0], I._cdt(self.dtype))
+    return shape, dt, cd, pos
+
+
+def _prelu_kernel(self, weight):
+    """x > 0 ? x : w * x (library pointwise ops)."""
+    shape, dt, cd, pos = _prelu_parts(self, weight)
+    wx = I.launch_pointwise("mul", I._empty(shape, dt, self.device), [weight, self], cd)
+    return I.launch_pointwise("where", I._empty(shape, dt, self.device), [pos, self, wx], cd)
+
+
+def _prelu_kernel_backward(grad_output, self, weight):
+    """(x > 0 ? g : w * g, x > 0 ? 0 : x * g); grad_weight keeps the broadcast shape, as aten."""
+    shape, dt, cd, pos = _prelu_parts(self, weight)
+    wg = I.launch_pointwise("mul", I._empty(shape, dt, self.device), [weight, grad_output], cd)
+    gi = I.launch_pointwise("where", I._empty(shape, dt, self.device), [pos, grad_output, wg], cd)
+    xg = I.launch_pointwise("mul", I._empty(shape, dt, self.device), [self, grad_output], cd)
+    gw = I.launch_pointwise("where", I._empty(shape, dt, self.device), [pos, 0.0, xg], cd)
+    return gi, gw
+
+
 # ----------------------------------------------------------- im2col / col2im ---
 @triton.jit
 def _im2col_kernel(x, out, total, C, H, W, KH, KW, LH, LW, SH, SW, PH, PW, DH, DW,
@@ -1781,3 +1808,5 @@ KERNELS["grid_sampler_2d"], KERNELS["grid_sampler_2d_backward"] = _grid_sampler(
 # OpInfo samples (inputs of 5M elements) take minutes under the interpreter, where the CPU
 # takes well under a second; route it once the chip runs compiled Triton.
 GRID_SAMPLER_3D = _grid_sampler(3)
+KERNELS["_prelu_kernel"] = _prelu_kernel
+KERNELS["_prelu_kernel_backward"] = _prelu_kernel_backward

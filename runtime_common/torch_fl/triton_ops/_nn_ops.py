@@ -53,5 +53,5 @@ OPS: tuple[str, ...] = (
     "glu_backward", "glu_backward.grad_input", "channel_shuffle", "channel_shuffle.out", "native_channel_shuffle",
     "im2col", "im2col.out", "col2im", "col2im.out",
     "native_group_norm_backward",
-    "grid_sampler_2d", "grid_sampler_2d_backward",
+    "grid_sampler_2d", "grid_sampler_2d_backward", "_prelu_kernel", "_prelu_kernel_backward",
 )
