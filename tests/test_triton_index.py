@@ -267,6 +267,35 @@ def test_max_min_dim(dtype):
     check("min.dim", rnd(dtype=dtype), 0)
 
 
+@pytest.mark.parametrize("dtype", [F32, F64, I64])
+def test_scatter_reduce(dtype):
+    x = rnd(4, 5, dtype=dtype)
+    idx = torch.tensor([[0, 1, 0, 3, 3], [0, 0, 2, 3, 1], [2, 0, 0, 3, 1]])  # duplicates along dim 0
+    src = rnd(3, 6, dtype=dtype, seed=1)
+    if dtype != I64:
+        src[1, 2] = float("nan")
+    for reduce in ("sum", "prod", "mean", "amax", "amin"):
+        for include_self in (True, False):
+            for name in ("scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out"):
+                check(name, x, 0, idx, src, reduce, include_self=include_self)
+            check("scatter_reduce.two", x.t(), 1, idx.t()[:, :2], src.t(), reduce, include_self=include_self)
+    check("scatter_reduce.two", rnd(7, dtype=dtype), 0, torch.tensor([6, 6, 0, 6]), rnd(4, dtype=dtype), "mean",
+          include_self=False)
+    for reduce in ("add", "multiply"):
+        for name in ("scatter.reduce", "scatter_.reduce", "scatter.reduce_out"):
+            check(name, x, 1, idx[:, :4], src, reduce=reduce)
+        for name in ("scatter.value_reduce", "scatter_.value_reduce", "scatter.value_reduce_out"):
+            check(name, x, 0, idx, 3, reduce=reduce)
+
+
+@pytest.mark.parametrize("dtype", [F32, I64, BOOL])
+def test_count_nonzero(dtype):
+    x = rnd(3, 4, 5, dtype=dtype)
+    for dims in ([0], [1, 2], [], [-1, 0]):
+        check("count_nonzero.dim_IntList", x, dims)
+    check("count_nonzero.dim_IntList", x.transpose(0, 2), [1])
+
+
 # ------------------------------------------------------------- on the npu --
 def _npu():
     try:

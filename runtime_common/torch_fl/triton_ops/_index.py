@@ -206,6 +206,90 @@ def index_offset_kernel(src, off, dst, N, S0, S1, S2, S3, S4, S5,
         tl.store(dst + do, tl.load(src + so, mask=mask), mask=mask)
 
 
+@triton.jit
+def scatter_reduce_kernel(self_, src, idx, out, N, L, S0, S1, S2, S3, S4, S5,
+                          c0, c1, c2, c3, c4, c5, x0, x1, x2, x3, x4, x5, i0s, i1s, i2s, i3s, i4s, i5s,
+                          o0, o1, o2, o3, o4, o5, XD, ID,
+                          DIM: tl.constexpr, RED: tl.constexpr, INCLUDE_SELF: tl.constexpr,
+                          INT_MEAN: tl.constexpr, CDT: tl.constexpr, ODT: tl.constexpr, BLOCK: tl.constexpr):
+    """One program element per output p: reduce, in index order j = 0..L-1 along DIM (the
+    order ATen's CPU loop visits them), the src[q] with q = p except q[DIM] = j, q inside
+    the index's shape C*, and idx[q] == p[DIM]. RED: 0 sum, 1 prod, 2 mean, 3 amax, 4 amin
+    (NaN propagates). Outputs nothing scatters to keep self; XD/ID are the src/index
+    strides along DIM (the p . x / p . i offsets below have p[DIM]'s term removed)."""
+    lin = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = lin < N
+    r = lin
+    j5 = r % S5
+    r = r // S5
+    j4 = r % S4
+    r = r // S4
+    j3 = r % S3
+    r = r // S3
+    j2 = r % S2
+    r = r // S2
+    j1 = r % S1
+    j0 = r // S1
+    if DIM == 0:
+        pd = j0
+    elif DIM == 1:
+        pd = j1
+    elif DIM == 2:
+        pd = j2
+    elif DIM == 3:
+        pd = j3
+    elif DIM == 4:
+        pd = j4
+    else:
+        pd = j5
+    inside = (j0 < c0) & (j1 < c1) & (j2 < c2) & (j3 < c3) & (j4 < c4) & (j5 < c5) & mask
+    xb = K._off6(j0, j1, j2, j3, j4, j5, x0, x1, x2, x3, x4, x5) - pd * XD
+    ib = K._off6(j0, j1, j2, j3, j4, j5, i0s, i1s, i2s, i3s, i4s, i5s) - pd * ID
+    ooff = K._off6(j0, j1, j2, j3, j4, j5, o0, o1, o2, o3, o4, o5)
+    sv = K._to_cdt(tl.load(self_ + ooff, mask=mask, other=0), CDT)
+    if INCLUDE_SELF:
+        acc = sv
+        cnt = tl.full([BLOCK], 1, tl.int64)
+    else:
+        if RED == 1:
+            acc = sv * 0 + 1
+        elif RED == 3:
+            acc = tl.where(sv == sv, sv, 0) * 0 - float("inf")
+        elif RED == 4:
+            acc = tl.where(sv == sv, sv, 0) * 0 + float("inf")
+        else:
+            acc = sv * 0
+        cnt = tl.zeros([BLOCK], tl.int64)
+    hits = tl.zeros([BLOCK], tl.int64)
+    for j in range(0, L):
+        iv = tl.load(idx + ib + j * ID, mask=inside, other=-1).to(tl.int64)
+        hit = inside & (iv == pd)
+        v = K._to_cdt(tl.load(src + xb + j * XD, mask=hit, other=0), CDT)
+        if RED == 1:
+            nv = acc * v
+        elif RED == 3:
+            nv = tl.where((v != v) | (v > acc), v, acc)
+            nv = tl.where(acc != acc, acc, nv)
+        elif RED == 4:
+            nv = tl.where((v != v) | (v < acc), v, acc)
+            nv = tl.where(acc != acc, acc, nv)
+        else:
+            nv = acc + v
+        acc = tl.where(hit, nv, acc)
+        hits += hit.to(tl.int64)
+    cnt += hits
+    if RED == 2:
+        if INT_MEAN:
+            # ATen divides integer means with rounding_mode="floor"; `//` truncates
+            c = tl.maximum(cnt, 1).to(acc.dtype)
+            q = acc // c
+            acc = tl.where((acc - q * c != 0) & (acc < 0), q - 1, q)
+        else:
+            acc = acc / tl.maximum(cnt, 1).to(acc.dtype)
+    res = tl.where(hits > 0, acc, sv)
+    tl.store(out + ooff, K._to_odt(res, ODT), mask=mask)
+
+
 # ---------------------------------------------------------------- helpers --
 def _launch_grid(n):
     return (triton.cdiv(n, _BLOCK),)
@@ -716,6 +800,100 @@ def min_dim_min(self, dim, keepdim=False, *, min, min_indices):
     return _dim_minmax(False)(self, dim, keepdim, out_v=min, out_i=min_indices)
 
 
+# ---------------------------------------------------------- scatter_reduce --
+_REDUCE = {"sum": 0, "prod": 1, "mean": 2, "amax": 3, "amin": 4}
+
+
+def _scatter_reduce_impl(self, dim, index, src, reduce, include_self, out, value=None):
+    red = _REDUCE[reduce]
+    cdt = I._cdt(self.dtype)
+    if self.dtype == torch.bool:
+        raise Unsupported("scatter_reduce on bool")
+    res = I._empty(self.shape, self.dtype, self.device)
+    x = I._atleast1d(self)
+    ix = I._atleast1d(index)
+    dim = dim % x.dim()
+    rv = I._atleast1d(res)
+    if value is not None:
+        s = _value_tensor(value, self.dtype, self.device)
+        s_st = [0] * x.dim()
+    else:
+        s = I._atleast1d(src)
+        s_st = list(s.stride())
+    n = x.numel()
+    if ix.numel() == 0 or n == 0:
+        I.copy_into(res, self)
+    else:
+        pad, sh, (cs, xs, is_, os_) = _iter6(list(x.shape), [list(ix.shape), s_st, list(ix.stride()), list(x.stride())])
+        cs = [c if k >= pad else 1 for k, c in enumerate(cs)]
+        cs[dim + pad] = x.shape[dim]  # no bound along the scattered dim
+        # `self` is read through its own strides and `res` is contiguous: pass both layouts alike
+        buf = I._contig(x)
+        bst = list(buf.stride())
+        _, _, (os_,) = _iter6(list(x.shape), [bst])
+        scatter_reduce_kernel[_launch_grid(n)](buf, s, ix, rv, n, ix.shape[dim], *sh, *cs, *xs, *is_, *os_,
+                                               s_st[dim], ix.stride(dim), DIM=dim + pad, RED=red,
+                                               INCLUDE_SELF=bool(include_self),
+                                               INT_MEAN=not I._is_float(self.dtype), CDT=cdt,
+                                               ODT=I._odt(self.dtype), BLOCK=_BLOCK)
+    if out is None:
+        return res
+    I._resize_out(out, self.shape)
+    return I.copy_into(out, res)
+
+
+def scatter_reduce_two(self, dim, index, src, reduce, *, include_self=True):
+    return _scatter_reduce_impl(self, dim, index, src, reduce, include_self, None)
+
+
+def scatter_reduce__two(self, dim, index, src, reduce, *, include_self=True):
+    return _scatter_reduce_impl(self, dim, index, src, reduce, include_self, self)
+
+
+def scatter_reduce_two_out(self, dim, index, src, reduce, *, include_self=True, out):
+    return _scatter_reduce_impl(self, dim, index, src, reduce, include_self, out)
+
+
+_LEGACY_REDUCE = {"add": "sum", "multiply": "prod"}
+
+
+def _legacy(reduce):
+    if reduce not in _LEGACY_REDUCE:
+        raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
+    return _LEGACY_REDUCE[reduce]
+
+
+def scatter_reduce(self, dim, index, src, *, reduce):
+    return _scatter_reduce_impl(self, dim, index, src, _legacy(reduce), True, None)
+
+
+def scatter__reduce(self, dim, index, src, *, reduce):
+    return _scatter_reduce_impl(self, dim, index, src, _legacy(reduce), True, self)
+
+
+def scatter_reduce_out(self, dim, index, src, *, reduce, out):
+    return _scatter_reduce_impl(self, dim, index, src, _legacy(reduce), True, out)
+
+
+def scatter_value_reduce(self, dim, index, value, *, reduce):
+    return _scatter_reduce_impl(self, dim, index, None, _legacy(reduce), True, None, value)
+
+
+def scatter__value_reduce(self, dim, index, value, *, reduce):
+    return _scatter_reduce_impl(self, dim, index, None, _legacy(reduce), True, self, value)
+
+
+def scatter_value_reduce_out(self, dim, index, value, *, reduce, out):
+    return _scatter_reduce_impl(self, dim, index, None, _legacy(reduce), True, out, value)
+
+
+def count_nonzero_dim_IntList(self, dim):
+    from . import kernel_for
+
+    flags = I.launch_pointwise("ne", I._empty(self.shape, torch.int64, self.device), [self, 0], I._cdt(self.dtype))
+    return kernel_for("sum.dim_IntList")(flags, list(dim), False)
+
+
 KERNELS: dict[str, Callable] = {
     "flip": flip,
     "roll": roll,
@@ -732,5 +910,11 @@ KERNELS: dict[str, Callable] = {
     "masked_select": masked_select, "masked_select.out": masked_select_out,
     "masked_scatter_": masked_scatter_,
     "index.Tensor": index_Tensor, "index.Tensor_out": index_Tensor_out, "_index_put_impl_": _index_put_impl_,
+    "scatter_reduce.two": scatter_reduce_two, "scatter_reduce_.two": scatter_reduce__two,
+    "scatter_reduce.two_out": scatter_reduce_two_out,
+    "scatter.reduce": scatter_reduce, "scatter_.reduce": scatter__reduce, "scatter.reduce_out": scatter_reduce_out,
+    "scatter.value_reduce": scatter_value_reduce, "scatter_.value_reduce": scatter__value_reduce,
+    "scatter.value_reduce_out": scatter_value_reduce_out,
+    "count_nonzero.dim_IntList": count_nonzero_dim_IntList,
     "max.dim": max_dim, "max.dim_max": max_dim_max, "min.dim": min_dim, "min.dim_min": min_dim_min,
 }

@@ -12,4 +12,8 @@ OPS: tuple[str, ...] = (
     "nonzero", "nonzero.out", "masked_select", "masked_select.out", "masked_scatter_",
     "index.Tensor", "index.Tensor_out", "_index_put_impl_",
     "max.dim", "max.dim_max", "min.dim", "min.dim_min",
+    "scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out",
+    "scatter.reduce", "scatter_.reduce", "scatter.reduce_out",
+    "scatter.value_reduce", "scatter_.value_reduce", "scatter.value_reduce_out",
+    "count_nonzero.dim_IntList",
 )
