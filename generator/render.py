@@ -137,6 +137,21 @@ def vendor_wrappers(spec: ChipSpec) -> list[VendorWrapper]:
     return wrappers
 
 
+# Ops the generated suite uses to watch an op take the fallback chain past Triton: the first
+# that neither a vendor kernel nor the Triton library serves. (aten op reached, call on `x`)
+FALLBACK_PROBES = (
+    ("cumsum.out", "torch.cumsum({x}, 0)"),
+    ("histc", "torch.histc({x}, bins=4)"),
+    ("bucketize.Tensor", "torch.bucketize({x}, {x})"),
+    ("searchsorted.Tensor", "torch.searchsorted({x}, {x})"),
+)
+
+
+def fallback_probe(spec: ChipSpec) -> tuple[str, str] | None:
+    served = set(spec.triton_ops) | {op.name for op in spec.vendor_ops}
+    return next((probe for probe in FALLBACK_PROBES if probe[0] not in served), None)
+
+
 def amp_kernels(spec: ChipSpec) -> dict[str, list]:
     """The amp lists as autocast.cpp registers them: (name, overload) pairs, fp32 ops with
     the policy CUDA casts them with; the `norm` overloads that append a dtype apart."""
@@ -191,6 +206,7 @@ def render(spec: ChipSpec, output_dir: Path) -> dict[str, str]:
         "wrappers": vendor_wrappers(spec),
         "dtype_enum": DTYPE_ENUM,
         "amp_kernels": amp_kernels(spec),
+        "fallback_probe": fallback_probe(spec),
         "copy_wrapper": next((w for w in vendor_wrappers(spec) if w.op.name == "copy_"), None),
         "routed_ops": [op for op in spec.ops if op.kernel is None],
         "paths": {
