@@ -195,3 +195,24 @@ def test_missing_driver_symbol_is_named(variant_backend, tmp_path):
     error = proc.stderr.strip().splitlines()[-1]
     assert "driver hook 'error_string': symbol 'simnpuGetErrorString' not found in" in error
     assert "libsimnpu_runtime.so" in error and "undefined symbol" in error and "variant.yaml" in error
+
+
+def test_pinned_block_not_reused_before_its_async_copy_finished():
+    """x.pin_memory().to(dev, non_blocking=True) on a temporary: the pinned block goes back to
+    the cache at once, but must not be handed out (and overwritten) before the copy has run."""
+    proc = run_python("""
+        import torch
+        torch.npu.synchronize()
+        results, expected = [], []
+        for i in range(200):
+            src = torch.full((4096,), float(i))
+            results.append(src.pin_memory().to("npu", non_blocking=True))  # temporary pinned block
+            expected.append(src)
+            scribble = torch.empty(4096).pin_memory()  # same size class: the freed block's candidate
+            scribble.fill_(-1.0)
+        torch.npu.synchronize()
+        bad = [i for i, (r, e) in enumerate(zip(results, expected)) if not torch.equal(r.cpu(), e)]
+        print("corrupted", len(bad))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "corrupted 0"

@@ -79,7 +79,11 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
     const bool pinned = PinnedHostAllocator::instance().is_pinned(src.data_ptr());
     TORCH_FL_DRIVER_CHECK(driver().memcpy_async(dst_ptr, src.data_ptr(), bytes, desc().memcpy_host_to_device,
                                                 native_stream(stream)));
-    if (!(non_blocking && pinned)) synchronize_stream(stream);
+    if (non_blocking && pinned) {
+      PinnedHostAllocator::instance().record_copy(src.data_ptr(), native_stream(stream));
+    } else {
+      synchronize_stream(stream);
+    }
     return;
   }
   // Stage on the host in dst's layout; where dst has gaps (a strided view), read
@@ -108,7 +112,11 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_
     const bool pinned = PinnedHostAllocator::instance().is_pinned(dst.data_ptr());
     TORCH_FL_DRIVER_CHECK(driver().memcpy_async(dst.data_ptr(), src_ptr, bytes, desc().memcpy_device_to_host,
                                                 native_stream(stream)));
-    if (!(non_blocking && pinned)) synchronize_stream(stream);
+    if (non_blocking && pinned) {
+      PinnedHostAllocator::instance().record_copy(dst.data_ptr(), native_stream(stream));
+    } else {
+      synchronize_stream(stream);
+    }
     return;
   }
   at::Tensor staging = at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte));

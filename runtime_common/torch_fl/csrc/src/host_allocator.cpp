@@ -5,6 +5,8 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace torch_fl {
 
@@ -14,6 +16,51 @@ std::mutex mutex;
 std::unordered_map<void*, size_t> live;      // pointer -> block size, in use
 std::multimap<size_t, void*> cached;         // free blocks by size
 std::unordered_map<void*, size_t> all_blocks;  // every block the driver gave us
+// Events recorded after asynchronous copies that read or write a block: a freed block
+// returns to `cached` only when they have completed (as torch.cuda's host allocator),
+// or `x.pin_memory().to(dev, non_blocking=True)` on a temporary could be overwritten.
+std::unordered_map<void*, std::vector<void*>> block_events;
+std::vector<std::pair<void*, size_t>> freed_in_flight;  // freed blocks with copies pending
+
+void* block_of(const void* ptr) {
+  for (const auto& [base, size] : all_blocks) {
+    const char* b = static_cast<const char*>(base);
+    if (ptr >= b && ptr < b + size) return base;
+  }
+  return nullptr;
+}
+
+// Drops completed events; true when none of the block's copies is pending any more.
+bool copies_done(void* block) {
+  auto it = block_events.find(block);
+  if (it == block_events.end()) return true;
+  auto& d = Driver::instance();
+  auto& events = it->second;
+  for (auto e = events.begin(); e != events.end();) {
+    const int status = driver().event_query(*e);
+    if (status == d.description().status_not_ready) {
+      ++e;
+      continue;
+    }
+    if (!d.ok(status)) d.fail(status, "event_query");
+    TORCH_FL_DRIVER_CHECK(driver().event_destroy(*e));
+    e = events.erase(e);
+  }
+  if (!events.empty()) return false;
+  block_events.erase(it);
+  return true;
+}
+
+void reclaim_finished_blocks() {
+  for (auto it = freed_in_flight.begin(); it != freed_in_flight.end();) {
+    if (copies_done(it->first)) {
+      cached.emplace(it->second, it->first);
+      it = freed_in_flight.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
 
 size_t round_up(size_t n) {
   size_t size = 512;
@@ -26,7 +73,11 @@ void free_pinned(void* ptr) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = live.find(ptr);
   TORCH_INTERNAL_ASSERT(it != live.end(), "pinned host allocator: unknown pointer");
-  cached.emplace(it->second, ptr);
+  if (copies_done(ptr)) {
+    cached.emplace(it->second, ptr);
+  } else {
+    freed_in_flight.emplace_back(ptr, it->second);
+  }
   live.erase(it);
 }
 
@@ -41,6 +92,7 @@ c10::DataPtr PinnedHostAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &free_pinned, c10::Device(c10::kCPU));
   const size_t size = round_up(nbytes);
   std::lock_guard<std::mutex> lock(mutex);
+  reclaim_finished_blocks();
   void* ptr = nullptr;
   auto it = cached.find(size);
   if (it != cached.end()) {
@@ -62,16 +114,22 @@ void PinnedHostAllocator::copy_data(void* dest, const void* src, std::size_t cou
 
 bool PinnedHostAllocator::is_pinned(const void* ptr) const {
   std::lock_guard<std::mutex> lock(mutex);
-  // A pointer into any block (a view's data_ptr) counts as pinned.
-  for (const auto& [base, size] : all_blocks) {
-    const char* b = static_cast<const char*>(base);
-    if (ptr >= b && ptr < b + size) return true;
-  }
-  return false;
+  return block_of(ptr) != nullptr;  // a pointer into any block (a view's data_ptr) counts
+}
+
+void PinnedHostAllocator::record_copy(const void* ptr, void* native_stream) {
+  std::lock_guard<std::mutex> lock(mutex);
+  void* block = block_of(ptr);
+  if (!block) return;
+  void* event = nullptr;
+  TORCH_FL_DRIVER_CHECK(driver().event_create(&event));
+  TORCH_FL_DRIVER_CHECK(driver().event_record(event, native_stream));
+  block_events[block].push_back(event);
 }
 
 void PinnedHostAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex);
+  reclaim_finished_blocks();
   for (auto& [size, ptr] : cached) {
     driver().host_free(ptr);
     all_blocks.erase(ptr);

@@ -16,6 +16,9 @@ class PinnedHostAllocator final : public c10::Allocator {
   void copy_data(void* dest, const void* src, std::size_t count) const override;
 
   bool is_pinned(const void* ptr) const;
+  // An asynchronous copy on `native_stream` uses the block holding `ptr`: the block is
+  // not handed out again before the copy has finished.
+  void record_copy(const void* ptr, void* native_stream);
   void empty_cache();
 
  private:
