@@ -296,6 +296,38 @@ def test_count_nonzero(dtype):
     check("count_nonzero.dim_IntList", x.transpose(0, 2), [1])
 
 
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_logcumsumexp(dtype):
+    x = rnd(4, 6, 5, dtype=dtype) * 5
+    x[1, 2, 3] = float("nan")
+    x[2, 0, 1] = float("inf")
+    x[3] = float("-inf")
+    for dim in (0, 1, 2, -1):
+        check("_logcumsumexp", x, dim)
+        check("_logcumsumexp.out", x, dim)
+    check("_logcumsumexp", x.transpose(0, 2), 1)
+    check("_logcumsumexp", rnd(dtype=dtype), 0)
+    check("_logcumsumexp", rnd(2, 1100, dtype=dtype), 1)  # carry across chunks
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, I64, BOOL])
+def test_cummax_cummin(dtype):
+    for x in (rnd(4, 7, dtype=dtype), rnd(2, 1100, dtype=dtype), rnd(dtype=dtype)):
+        if dtype in (F32, F64) and x.dim():
+            x = x.round()  # ties: the last maximum's index
+            x[..., 3] = float("nan")  # NaN wins; the last NaN's index
+        for dim in (range(-1, max(x.dim(), 1)) if x.numel() < 100 else [-1]):  # long rows: one dim
+            for name in ("_cummax_helper", "_cummin_helper"):
+                EXERCISED.add(name)
+                v = torch.empty(0, dtype=dtype)
+                i = torch.empty(0, dtype=I64)
+                tops.kernel_for(name)(x, v, i, dim)
+                ev, ei = (torch.cummax if name == "_cummax_helper" else torch.cummin)(x, dim)
+                _same(v, ev)
+                _same(i, ei)
+
+
 # ------------------------------------------------------------- on the npu --
 def _npu():
     try:

@@ -290,6 +290,71 @@ def scatter_reduce_kernel(self_, src, idx, out, N, L, S0, S1, S2, S3, S4, S5,
     tl.store(out + ooff, K._to_odt(res, ODT), mask=mask)
 
 
+@triton.jit
+def _lse_combine(a, b):
+    m = tl.maximum(a, b)
+    lo = tl.minimum(a, b)
+    # -inf with -inf stays -inf; an inf maximum stays inf (no inf - inf)
+    r = m + tl.log(1 + tl.exp(lo - m))
+    # nested where, no `|` of comparisons: the interpreter's scan hands the combine
+    # values it cannot bitwise-or
+    r = tl.where(m == float("-inf"), m, tl.where(m == float("inf"), m, r))
+    return tl.where(a != a, a, tl.where(b != b, b, r))
+
+
+@triton.jit
+def logcumsumexp_kernel(x, y, L, BLOCK: tl.constexpr):
+    """log(cumsum(exp(x))) of each contiguous row, as a scan with a carry across chunks."""
+    base = tl.program_id(0).to(tl.int64) * L
+    offs = tl.arange(0, BLOCK)
+    carry = tl.sum(tl.zeros([BLOCK], dtype=x.dtype.element_ty), axis=0) - float("inf")
+    for k0 in range(0, L, BLOCK):
+        k = k0 + offs
+        m = k < L
+        v = tl.load(x + base + k, mask=m, other=float("-inf"))
+        sc = _lse_combine(tl.associative_scan(v, 0, _lse_combine), carry)
+        tl.store(y + base + k, sc, mask=m)
+        carry = tl.sum(tl.where(offs == BLOCK - 1, sc, 0), axis=0)
+
+
+@triton.jit
+def _cummax_combine(va, ia, vb, ib):
+    # b follows a: it wins when it is NaN, or neither is NaN and b >= a (ATen: the last
+    # NaN, else the last maximum)
+    take_b = tl.where(vb != vb, True, tl.where(va != va, False, vb >= va))
+    return tl.where(take_b, vb, va), tl.where(take_b, ib, ia)
+
+
+@triton.jit
+def _cummin_combine(va, ia, vb, ib):
+    take_b = tl.where(vb != vb, True, tl.where(va != va, False, vb <= va))
+    return tl.where(take_b, vb, va), tl.where(take_b, ib, ia)
+
+
+@triton.jit
+def cummaxmin_kernel(x, vals, idxs, L, IS_MAX: tl.constexpr, BLOCK: tl.constexpr):
+    base = tl.program_id(0).to(tl.int64) * L
+    offs = tl.arange(0, BLOCK)
+    cv = tl.sum(tl.zeros([BLOCK], dtype=x.dtype.element_ty), axis=0)
+    ci = tl.sum(tl.zeros([BLOCK], dtype=tl.int64), axis=0)
+    for k0 in range(0, L, BLOCK):
+        k = k0 + offs
+        m = k < L
+        v = tl.load(x + base + k, mask=m, other=0)
+        if IS_MAX:
+            sv, si = tl.associative_scan((v, k.to(tl.int64)), 0, _cummax_combine)
+            if k0 > 0:
+                sv, si = _cummax_combine(cv, ci, sv, si)
+        else:
+            sv, si = tl.associative_scan((v, k.to(tl.int64)), 0, _cummin_combine)
+            if k0 > 0:
+                sv, si = _cummin_combine(cv, ci, sv, si)
+        tl.store(vals + base + k, sv, mask=m)
+        tl.store(idxs + base + k, si, mask=m)
+        cv = tl.sum(tl.where(offs == BLOCK - 1, sv, 0), axis=0)
+        ci = tl.sum(tl.where(offs == BLOCK - 1, si, 0), axis=0)
+
+
 # ---------------------------------------------------------------- helpers --
 def _launch_grid(n):
     return (triton.cdiv(n, _BLOCK),)
@@ -894,6 +959,65 @@ def count_nonzero_dim_IntList(self, dim):
     return kernel_for("sum.dim_IntList")(flags, list(dim), False)
 
 
+def _row_scan(self, dim, cdt, launch):
+    """Pack rows (dim last) into a contiguous `cdt` buffer, launch(buf, rows, length) and
+    return a function moving a row-layout result back to self's layout."""
+    xm, d = I._rows_last(self, dim)
+    buf = I._contig(xm, cdt)
+    length = xm.shape[-1]
+    block = min(max(triton.next_power_of_2(length), 16), _BLOCK)
+    launch(buf, xm.numel() // length, length, block)
+
+    def back(t):
+        t = t.movedim(-1, d)
+        return t.view(()) if self.dim() == 0 else t
+    return xm.shape, back
+
+
+def _logcumsumexp(self, dim, *, out=None):
+    if not I._is_float(self.dtype):
+        raise Unsupported(f"logcumsumexp of {self.dtype}")
+    if out is None:
+        out = I._empty(self.shape, self.dtype, self.device)
+    else:
+        I._resize_out(out, self.shape)
+    if self.numel() == 0:
+        return out
+    res = {}
+
+    def launch(buf, rows, length, block):
+        res["y"] = I._empty(buf.shape, buf.dtype, buf.device)
+        logcumsumexp_kernel[(rows,)](buf, res["y"], length, BLOCK=block)
+    _, back = _row_scan(self, dim, torch.float64, launch)
+    return I.copy_into(out, back(res["y"]))
+
+
+def _logcumsumexp_out(self, dim, *, out):
+    return _logcumsumexp(self, dim, out=out)
+
+
+def _cummaxmin_helper(is_max):
+    def fn(self, values, indices, dim):
+        I._resize_out(values, self.shape)
+        I._resize_out(indices, self.shape)
+        if self.numel() == 0:
+            return
+        res = {}
+
+        def launch(buf, rows, length, block):
+            res["v"] = I._empty(buf.shape, buf.dtype, buf.device)
+            res["i"] = I._empty(buf.shape, torch.int64, buf.device)
+            cummaxmin_kernel[(rows,)](buf, res["v"], res["i"], length, IS_MAX=is_max, BLOCK=block)
+        _, back = _row_scan(self, dim, I._cdt_torch(self.dtype), launch)
+        I.copy_into(values, back(res["v"]))
+        I.copy_into(indices, back(res["i"]))
+    return fn
+
+
+_cummax_helper = _cummaxmin_helper(True)
+_cummin_helper = _cummaxmin_helper(False)
+
+
 KERNELS: dict[str, Callable] = {
     "flip": flip,
     "roll": roll,
@@ -916,5 +1040,7 @@ KERNELS: dict[str, Callable] = {
     "scatter.value_reduce": scatter_value_reduce, "scatter_.value_reduce": scatter__value_reduce,
     "scatter.value_reduce_out": scatter_value_reduce_out,
     "count_nonzero.dim_IntList": count_nonzero_dim_IntList,
+    "_logcumsumexp": _logcumsumexp, "_logcumsumexp.out": _logcumsumexp_out,
+    "_cummax_helper": _cummax_helper, "_cummin_helper": _cummin_helper,
     "max.dim": max_dim, "max.dim_max": max_dim_max, "min.dim": min_dim, "min.dim_min": min_dim_min,
 }

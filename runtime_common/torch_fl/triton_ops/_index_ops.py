@@ -16,4 +16,5 @@ OPS: tuple[str, ...] = (
     "scatter.reduce", "scatter_.reduce", "scatter.reduce_out",
     "scatter.value_reduce", "scatter_.value_reduce", "scatter.value_reduce_out",
     "count_nonzero.dim_IntList",
+    "_logcumsumexp", "_logcumsumexp.out", "_cummax_helper", "_cummin_helper",
 )
