@@ -288,6 +288,21 @@ def test_scatter_reduce(dtype):
             check(name, x, 0, idx, 3, reduce=reduce)
 
 
+@pytest.mark.parametrize("dtype", [F32, F64, I64])
+def test_index_reduce(dtype):
+    x = rnd(4, 5, 3, dtype=dtype)
+    idx = torch.tensor([0, 3, 0, 3, 1, 0])  # duplicates, and row 2 receives nothing
+    src = rnd(4, 6, 3, dtype=dtype, seed=1)
+    if dtype != I64:
+        src[1, 2, 0] = float("nan")
+    for reduce in ("prod", "mean", "amax", "amin"):
+        for include_self in (True, False):
+            for name in ("index_reduce", "index_reduce_", "index_reduce.out"):
+                check(name, x.transpose(0, 1), 0, idx, src.transpose(0, 1), reduce, include_self=include_self)
+            check("index_reduce", x, 1, idx, src, reduce, include_self=include_self)
+
+
+
 @pytest.mark.parametrize("dtype", [F32, I64, BOOL])
 def test_count_nonzero(dtype):
     x = rnd(3, 4, 5, dtype=dtype)

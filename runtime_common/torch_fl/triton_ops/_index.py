@@ -952,6 +952,32 @@ def scatter_value_reduce_out(self, dim, index, value, *, reduce, out):
     return _scatter_reduce_impl(self, dim, index, None, _legacy(reduce), True, out, value)
 
 
+def _index_reduce_impl(self, dim, index, source, reduce, include_self, out):
+    """index_reduce is scatter_reduce with the 1-d index broadcast over source's shape."""
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
+    s = I._atleast1d(source)
+    d = dim % s.dim()
+    ix = I._atleast1d(index)
+    shape = [1] * s.dim()
+    shape[d] = ix.numel()
+    ix = ix.view(shape).expand(s.shape)
+    return _scatter_reduce_impl(self, d, ix, s, reduce, include_self, out)
+
+
+def index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    return _index_reduce_impl(self, dim, index, source, reduce, include_self, None)
+
+
+def index_reduce_(self, dim, index, source, reduce, *, include_self=True):
+    return _index_reduce_impl(self, dim, index, source, reduce, include_self, self)
+
+
+def index_reduce_out(self, dim, index, source, reduce, *, include_self=True, out):
+    return _index_reduce_impl(self, dim, index, source, reduce, include_self, out)
+
+
+
 def count_nonzero_dim_IntList(self, dim):
     from . import kernel_for
 
@@ -1039,6 +1065,7 @@ KERNELS: dict[str, Callable] = {
     "scatter.reduce": scatter_reduce, "scatter_.reduce": scatter__reduce, "scatter.reduce_out": scatter_reduce_out,
     "scatter.value_reduce": scatter_value_reduce, "scatter_.value_reduce": scatter__value_reduce,
     "scatter.value_reduce_out": scatter_value_reduce_out,
+    "index_reduce": index_reduce, "index_reduce_": index_reduce_, "index_reduce.out": index_reduce_out,
     "count_nonzero.dim_IntList": count_nonzero_dim_IntList,
     "_logcumsumexp": _logcumsumexp, "_logcumsumexp.out": _logcumsumexp_out,
     "_cummax_helper": _cummax_helper, "_cummin_helper": _cummin_helper,

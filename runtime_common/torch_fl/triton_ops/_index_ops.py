@@ -15,6 +15,6 @@ OPS: tuple[str, ...] = (
     "scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out",
     "scatter.reduce", "scatter_.reduce", "scatter.reduce_out",
     "scatter.value_reduce", "scatter_.value_reduce", "scatter.value_reduce_out",
-    "count_nonzero.dim_IntList",
+    "index_reduce", "index_reduce_", "index_reduce.out", "count_nonzero.dim_IntList",
     "_logcumsumexp", "_logcumsumexp.out", "_cummax_helper", "_cummin_helper",
 )
