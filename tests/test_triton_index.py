@@ -242,6 +242,29 @@ def test_index_tensor(dtype):
     check("index.Tensor", x, [torch.tensor([], dtype=I64)])
 
 
+@pytest.mark.parametrize("dtype", [F32, I64, BOOL])
+def test_take_put(dtype):
+    x = rnd(4, 5, dtype=dtype)
+    idx = torch.tensor([[0, 19], [-1, 7], [3, 3]])
+    for t in (x, x.t(), rnd(dtype=dtype)):
+        i = idx if t.dim() else torch.tensor([0, -1])
+        check("take", t, i)
+        check("take.out", t, i)
+    check("put_", x, torch.tensor([0, 19, -3]), rnd(3, dtype=dtype, seed=1))
+    check("put_", x.t(), torch.tensor([[1, 7], [2, 4]]), rnd(4, dtype=dtype, seed=2))  # non-contiguous self
+    if dtype != BOOL:
+        check("put_", x, torch.tensor([2, 2, 5, 2]), rnd(4, dtype=dtype, seed=3), True)  # duplicates add
+
+
+def test_repeat_interleave():
+    for reps in ([2, 0, 3, 1], [0, 0], [5], [0, 4, 0], []):
+        r = torch.tensor(reps, dtype=I64)
+        check("repeat_interleave.Tensor", r)
+        check("repeat_interleave.Tensor", r, output_size=sum(reps))
+    check("repeat_interleave.Tensor", torch.tensor([1, 3], dtype=torch.int32))
+
+
+
 @pytest.mark.parametrize("dtype", [F32, F64, I64])
 def test_index_put(dtype):
     x = rnd(4, 5, dtype=dtype)

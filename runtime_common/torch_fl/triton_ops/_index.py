@@ -830,6 +830,56 @@ def _index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
     return self
 
 
+def take(self, index, *, out=None):
+    """self's elements in row-major order, picked by a flat index (any shape)."""
+    if self.numel() == 0 and index.numel() > 0:
+        raise IndexError("take(): tried to take from an empty tensor")
+    flat = I._contig(self).view(-1)
+    res = index_Tensor(flat, [index.reshape(-1)]).view(index.shape)
+    if out is None:
+        return res
+    I._resize_out(out, index.shape)
+    return I.copy_into(out, res)
+
+
+def take_out(self, index, *, out):
+    return take(self, index, out=out)
+
+
+def put_(self, index, source, accumulate=False):
+    if index.numel() != source.numel():
+        raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+    if index.numel() == 0:
+        return self
+    flat = self.view(-1) if self.is_contiguous() else I._contig(self).view(-1)
+    _index_put_impl_(flat, [index.reshape(-1)], source.reshape(-1), accumulate)
+    if flat.data_ptr() != self.data_ptr():
+        I.copy_into(self, flat.view(self.shape))
+    return self
+
+
+def repeat_interleave_Tensor(repeats, *, output_size=None):
+    """out[j] = the i whose block cum[i-1] <= j < cum[i] holds j, i.e. #{i: cum[i] <= j}:
+    a 1 is added at each block end cum[i] and the markers are prefix-summed."""
+    if repeats.dim() != 1 or repeats.dtype not in (torch.int32, torch.int64):
+        raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
+    n = repeats.numel()
+    cum = _scan(repeats, 0, torch.int64, None, False) if n else None
+    total = output_size if output_size is not None else (int(cum[n - 1].item()) if n else 0)
+    res = I._empty((total,), torch.int64, repeats.device)
+    if total == 0:
+        return I._empty((0,), repeats.dtype, repeats.device)
+    marks = I.fill_into(I._empty((total,), torch.int64, repeats.device), 0)
+    ones = I.fill_into(I._empty((), torch.int64, repeats.device), 1)
+    # block ends at `total` fall outside `marks` and are skipped by the kernel
+    _scatter_launch(ones, cum, marks, [n], [0], cum.stride(), 0, add=True)
+    scan_kernel[(1,)](marks, res, total, PROD=False, BLOCK=_BLOCK)
+    if repeats.dtype == torch.int64:
+        return res
+    return I.copy_into(I._empty((total,), repeats.dtype, repeats.device), res)  # result has repeats' dtype
+
+
+
 # ---------------------------------------------------- values and indices --
 def _dim_minmax(is_max):
     from . import kernel_for
@@ -1059,6 +1109,7 @@ KERNELS: dict[str, Callable] = {
     "nonzero": nonzero, "nonzero.out": nonzero_out,
     "masked_select": masked_select, "masked_select.out": masked_select_out,
     "masked_scatter_": masked_scatter_,
+    "take": take, "take.out": take_out, "put_": put_, "repeat_interleave.Tensor": repeat_interleave_Tensor,
     "index.Tensor": index_Tensor, "index.Tensor_out": index_Tensor_out, "_index_put_impl_": _index_put_impl_,
     "scatter_reduce.two": scatter_reduce_two, "scatter_reduce_.two": scatter_reduce__two,
     "scatter_reduce.two_out": scatter_reduce_two_out,
