@@ -266,6 +266,25 @@ def test_repeat_interleave():
 
 
 @pytest.mark.parametrize("dtype", [F32, F64, I64])
+def test_searchsorted_bucketize(dtype):
+    seq = rnd(3, 9, dtype=dtype).sort(dim=-1).values  # ties when I64
+    vals = rnd(3, 5, dtype=dtype, seed=1)
+    if dtype != I64:
+        vals[0, 1] = float("nan")
+        vals[1, 2] = seq[1, 4]  # an exact hit
+    for right in (False, True):
+        for name in ("searchsorted.Tensor", "searchsorted.Tensor_out"):
+            check(name, seq, vals, right=right)
+            check(name, seq[0], vals, right=right, out_int32=True)  # one shared sequence
+        check("searchsorted.Tensor", seq[1], vals.t(), side="right" if right else "left")
+        for name in ("bucketize.Tensor", "bucketize.Tensor_out"):
+            check(name, vals, seq[2], right=right)
+            check(name, rnd(dtype=dtype), seq[2], right=right)
+    check("searchsorted.Tensor", seq[:, :0], vals)  # empty sequence
+
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, I64])
 def test_index_put(dtype):
     x = rnd(4, 5, dtype=dtype)
     i = torch.tensor([0, 3, 1])

@@ -355,6 +355,31 @@ def cummaxmin_kernel(x, vals, idxs, L, IS_MAX: tl.constexpr, BLOCK: tl.constexpr
         ci = tl.sum(tl.where(offs == BLOCK - 1, si, 0), axis=0)
 
 
+@triton.jit
+def searchsorted_kernel(seq, x, out, N, M, L, SEQ_ROWS, STEPS, RIGHT: tl.constexpr, ODT: tl.constexpr,
+                        BLOCK: tl.constexpr):
+    """Binary search of each x (contiguous rows of M values) in its row of `seq` (rows of L,
+    one row shared when SEQ_ROWS == 0), with ATen's tests: lower bound moves right while
+    !(seq >= x), upper bound while !(seq > x) (a NaN x lands at the end)."""
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = i < N
+    v = tl.load(x + i, mask=m, other=0)
+    base = (i // M) * L * SEQ_ROWS
+    lo = tl.zeros([BLOCK], dtype=tl.int64)
+    hi = tl.zeros([BLOCK], dtype=tl.int64) + L
+    for _ in range(0, STEPS):
+        act = lo < hi
+        mid = lo + ((hi - lo) >> 1)
+        sv = tl.load(seq + base + mid, mask=m & act, other=0)
+        if RIGHT:
+            go = (sv > v) == 0
+        else:
+            go = (sv >= v) == 0
+        lo = tl.where(act & go, mid + 1, lo)
+        hi = tl.where(act & (go == 0), mid, hi)
+    tl.store(out + i, K._to_odt(lo, ODT), mask=m)
+
+
 # ---------------------------------------------------------------- helpers --
 def _launch_grid(n):
     return (triton.cdiv(n, _BLOCK),)
@@ -880,6 +905,56 @@ def repeat_interleave_Tensor(repeats, *, output_size=None):
 
 
 
+# ------------------------------------------------------------ binary search --
+def searchsorted_Tensor(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None, out=None):
+    if sorter is not None:
+        raise Unsupported("searchsorted with a sorter")
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
+        if right and side == "left":
+            raise RuntimeError("torch.searchsorted(): side and right can't be set to opposites")
+        right = side == "right"
+    odt = torch.int32 if out_int32 else torch.int64
+    if out is None:
+        out = I._empty(self.shape, odt, self.device)
+    else:
+        I._resize_out(out, self.shape)
+    n = self.numel()
+    if n == 0:
+        return out
+    seq_rows = sorted_sequence.dim() > 1
+    if seq_rows and tuple(sorted_sequence.shape[:-1]) != tuple(self.shape[:-1]):
+        raise RuntimeError("torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 "
+                           "dimensions of boundaries tensor and input value tensor must match")
+    cdt = I._cdt_torch(I._promote(sorted_sequence, self))
+    seq = I._contig(sorted_sequence, cdt)
+    xs = I._contig(self, cdt)
+    length = sorted_sequence.shape[-1] if sorted_sequence.dim() else 1
+    m = self.shape[-1] if self.dim() else 1
+    res = out if out.is_contiguous() else I._empty(self.shape, odt, self.device)
+    searchsorted_kernel[_launch_grid(n)](seq, xs, res, n, max(m, 1), length, int(seq_rows),
+                                         max(length, 1).bit_length() + 1, RIGHT=bool(right),
+                                         ODT=I._odt(odt), BLOCK=_BLOCK)
+    return out if res is out else I.copy_into(out, res)
+
+
+def searchsorted_Tensor_out(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None, out):
+    return searchsorted_Tensor(sorted_sequence, self, out_int32=out_int32, right=right, side=side, sorter=sorter,
+                               out=out)
+
+
+def bucketize_Tensor(self, boundaries, *, out_int32=False, right=False, out=None):
+    if boundaries.dim() != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.dim()})")
+    return searchsorted_Tensor(boundaries, self, out_int32=out_int32, right=right, out=out)
+
+
+def bucketize_Tensor_out(self, boundaries, *, out_int32=False, right=False, out):
+    return bucketize_Tensor(self, boundaries, out_int32=out_int32, right=right, out=out)
+
+
+
 # ---------------------------------------------------- values and indices --
 def _dim_minmax(is_max):
     from . import kernel_for
@@ -1110,6 +1185,8 @@ KERNELS: dict[str, Callable] = {
     "masked_select": masked_select, "masked_select.out": masked_select_out,
     "masked_scatter_": masked_scatter_,
     "take": take, "take.out": take_out, "put_": put_, "repeat_interleave.Tensor": repeat_interleave_Tensor,
+    "searchsorted.Tensor": searchsorted_Tensor, "searchsorted.Tensor_out": searchsorted_Tensor_out,
+    "bucketize.Tensor": bucketize_Tensor, "bucketize.Tensor_out": bucketize_Tensor_out,
     "index.Tensor": index_Tensor, "index.Tensor_out": index_Tensor_out, "_index_put_impl_": _index_put_impl_,
     "scatter_reduce.two": scatter_reduce_two, "scatter_reduce_.two": scatter_reduce__two,
     "scatter_reduce.two_out": scatter_reduce_two_out,
