@@ -281,6 +281,11 @@ def test_searchsorted_bucketize(dtype):
             check(name, vals, seq[2], right=right)
             check(name, rnd(dtype=dtype), seq[2], right=right)
     check("searchsorted.Tensor", seq[:, :0], vals)  # empty sequence
+    shuffled = rnd(3, 9, dtype=dtype, seed=4)
+    order = shuffled.argsort(dim=-1, stable=True)
+    for right in (False, True):
+        check("searchsorted.Tensor", shuffled, vals, right=right, sorter=order)
+        check("searchsorted.Tensor", shuffled[0], vals, right=right, sorter=order[0])
 
 
 

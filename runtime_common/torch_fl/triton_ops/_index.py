@@ -356,10 +356,11 @@ def cummaxmin_kernel(x, vals, idxs, L, IS_MAX: tl.constexpr, BLOCK: tl.constexpr
 
 
 @triton.jit
-def searchsorted_kernel(seq, x, out, N, M, L, SEQ_ROWS, STEPS, RIGHT: tl.constexpr, ODT: tl.constexpr,
-                        BLOCK: tl.constexpr):
+def searchsorted_kernel(seq, sorter, x, out, N, M, L, SEQ_ROWS, STEPS, RIGHT: tl.constexpr,
+                        HAS_SORTER: tl.constexpr, ODT: tl.constexpr, BLOCK: tl.constexpr):
     """Binary search of each x (contiguous rows of M values) in its row of `seq` (rows of L,
-    one row shared when SEQ_ROWS == 0), with ATen's tests: lower bound moves right while
+    one row shared when SEQ_ROWS == 0; with a sorter, position k of a row holds
+    seq[sorter[k]]), with ATen's tests: lower bound moves right while
     !(seq >= x), upper bound while !(seq > x) (a NaN x lands at the end)."""
     i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = i < N
@@ -370,7 +371,11 @@ def searchsorted_kernel(seq, x, out, N, M, L, SEQ_ROWS, STEPS, RIGHT: tl.constex
     for _ in range(0, STEPS):
         act = lo < hi
         mid = lo + ((hi - lo) >> 1)
-        sv = tl.load(seq + base + mid, mask=m & act, other=0)
+        if HAS_SORTER:
+            pos = tl.load(sorter + base + mid, mask=m & act, other=0).to(tl.int64)
+        else:
+            pos = mid
+        sv = tl.load(seq + base + pos, mask=m & act, other=0)
         if RIGHT:
             go = (sv > v) == 0
         else:
@@ -907,8 +912,6 @@ def repeat_interleave_Tensor(repeats, *, output_size=None):
 
 # ------------------------------------------------------------ binary search --
 def searchsorted_Tensor(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None, out=None):
-    if sorter is not None:
-        raise Unsupported("searchsorted with a sorter")
     if side is not None:
         if side not in ("left", "right"):
             raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
@@ -932,10 +935,13 @@ def searchsorted_Tensor(sorted_sequence, self, *, out_int32=False, right=False, 
     xs = I._contig(self, cdt)
     length = sorted_sequence.shape[-1] if sorted_sequence.dim() else 1
     m = self.shape[-1] if self.dim() else 1
+    if sorter is not None and tuple(sorter.shape) != tuple(sorted_sequence.shape):
+        raise RuntimeError("torch.searchsorted(): boundary and sorter must have the same size")
+    srt = I._contig(sorter) if sorter is not None else seq
     res = out if out.is_contiguous() else I._empty(self.shape, odt, self.device)
-    searchsorted_kernel[_launch_grid(n)](seq, xs, res, n, max(m, 1), length, int(seq_rows),
+    searchsorted_kernel[_launch_grid(n)](seq, srt, xs, res, n, max(m, 1), length, int(seq_rows),
                                          max(length, 1).bit_length() + 1, RIGHT=bool(right),
-                                         ODT=I._odt(odt), BLOCK=_BLOCK)
+                                         HAS_SORTER=sorter is not None, ODT=I._odt(odt), BLOCK=_BLOCK)
     return out if res is out else I.copy_into(out, res)
 
 
