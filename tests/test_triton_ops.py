@@ -55,10 +55,23 @@ def layouts(dtype=F32, lo=-2.0, hi=2.0):
             rnd(1, 5, dtype=dtype, lo=lo, hi=hi, seed=2).expand(3, 5), rnd(dtype=dtype, lo=lo, hi=hi, seed=3)]
 
 
+def _move_args(args, device):
+    """Tensors to `device`; a 0-dim tensor after the first argument stays on the CPU (the
+    dispatcher's wrapped numbers), while a 0-dim first argument is a real device tensor."""
+    if not args:
+        return args
+    first = args[0]
+    if isinstance(first, torch.Tensor) and first.dim() == 0 and device != "cpu":
+        first = first.to(device)
+    else:
+        first = _move(first, device)
+    return type(args)((first, *_move(tuple(args[1:]), device)))
+
+
 def _move(v, device):
     if isinstance(v, torch.Tensor):
         if device == "cpu" or v.dim() == 0:
-            return v.clone() if device == "cpu" else v.clone()
+            return v.clone()
         if 0 in v.stride() and v.numel() > 1:
             return v.contiguous().to(device)
         # keep the layout: allocate the same strides on the device
@@ -116,7 +129,7 @@ def check(name, args, kwargs=None, *, ref_name=None, tol=None, device=DEVICE, va
                 return
             raise
     if name in tops.SUPPORTED_OPS:
-        got = tops.kernel_for(name)(*_move(args, device), **_move(kwargs, device))
+        got = tops.kernel_for(name)(*_move_args(args, device), **_move(kwargs, device))
         _close(got, ref, tol, device)
         EXERCISED.add(name)
     if not variants:
@@ -129,7 +142,7 @@ def check(name, args, kwargs=None, *, ref_name=None, tol=None, device=DEVICE, va
                 continue
             if 0 in s.stride() and s.numel() > 1:
                 continue
-            a = _move(args, device)
+            a = _move_args(args, device)
             got = tops.kernel_for(vname)(*a, **_move(kwargs, device))
             assert got is a[0]
             _close(got, ref, tol, device)
@@ -138,7 +151,7 @@ def check(name, args, kwargs=None, *, ref_name=None, tol=None, device=DEVICE, va
             refs = ref if isinstance(ref, tuple) else (ref,)
             ob = {o: torch.empty(r.shape if i else (0,), dtype=r.dtype, device=device)
                   for i, (o, r) in enumerate(zip(outs, refs))}
-            got = tops.kernel_for(vname)(*_move(args, device), **_move(kwargs, device), **ob)
+            got = tops.kernel_for(vname)(*_move_args(args, device), **_move(kwargs, device), **ob)
             if isinstance(got, tuple):  # multi-output out= ops return their out tensors
                 assert all(g is ob[o] for g, o in zip(got, outs))
                 _close(got, refs, tol, device)
