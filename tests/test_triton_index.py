@@ -207,6 +207,8 @@ def test_nonzero_masked_select(dtype):
               rnd(3000, dtype=dtype)):
         check("nonzero", t)
         check("nonzero.out", t)
+        for size in (0, 3, 200):  # truncated and padded
+            check("nonzero_static", t, size=size, fill_value=-7)
     m = rnd(4, 5, dtype=BOOL, seed=3)
     check("masked_select", x, m)
     check("masked_select.out", x, m)

@@ -149,18 +149,19 @@ def sort_rank_kernel(x, vals, idxs, L, DESC: tl.constexpr, BI: tl.constexpr, BJ:
 
 
 @triton.jit
-def compact_kernel(flag_cum, src, out, N, INNER, SIZE, OSTRIDE,
+def compact_kernel(flag_cum, src, out, N, INNER, SIZE, OSTRIDE, LIMIT,
                    MODE: tl.constexpr, BLOCK: tl.constexpr):
     """Stream compaction over a flat contiguous range of N elements; `flag_cum` holds the
     inclusive prefix count of selected elements. Selected element i goes to row
     flag_cum[i] - 1 of `out` (stride OSTRIDE): MODE 0 writes src[i] (masked_select),
     MODE 1 writes the coordinate (i // INNER) % SIZE of one dim (nonzero). MODE 2 is the
-    inverse, out[i] = src[flag_cum[i] - 1] (masked_scatter)."""
+    inverse, out[i] = src[flag_cum[i] - 1] (masked_scatter). Rows from LIMIT on are
+    dropped (nonzero_static)."""
     i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = i < N
     c = tl.load(flag_cum + i, mask=m, other=0)
     prev = tl.load(flag_cum + i - 1, mask=m & (i > 0), other=0)
-    sel = m & (c != prev)
+    sel = m & (c != prev) & (c <= LIMIT)
     pos = (c - 1) * OSTRIDE
     if MODE == 0:
         v = tl.load(src + i, mask=sel)
@@ -719,7 +720,7 @@ def nonzero(self, *, out=None):
     inner = 1
     for d in range(nd - 1, -1, -1):
         col = out.select(1, d)
-        compact_kernel[_launch_grid(n)](cum, flat, col, n, inner, self.shape[d], col.stride(0),
+        compact_kernel[_launch_grid(n)](cum, flat, col, n, inner, self.shape[d], col.stride(0), total,
                                         MODE=1, BLOCK=_BLOCK)
         inner *= self.shape[d]
     return out
@@ -727,6 +728,29 @@ def nonzero(self, *, out=None):
 
 def nonzero_out(self, *, out):
     return nonzero(self, out=out)
+
+
+def nonzero_static(self, *, size, fill_value=-1):
+    """The first `size` rows of nonzero(self), padded with fill_value: no host read."""
+    if size < 0:
+        raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got {size}")
+    nd = self.dim()
+    n = self.numel()
+    out = I.fill_into(I._empty((size, nd), torch.int64, self.device), fill_value)
+    if n == 0 or size == 0 or nd == 0:  # a 0-dim self has no coordinate columns
+        return out
+    flat = I._contig(self).view(-1)
+    flags = I.launch_pointwise("ne", I._empty((n,), torch.int64, self.device), [flat, 0], I._cdt(flat.dtype))
+    cum = I._empty((n,), torch.int64, self.device)
+    scan_kernel[(1,)](flags, cum, n, PROD=False, BLOCK=_BLOCK)
+    inner = 1
+    for d in range(nd - 1, -1, -1):
+        col = out.select(1, d)
+        compact_kernel[_launch_grid(n)](cum, flat, col, n, inner, self.shape[d], col.stride(0), size,
+                                        MODE=1, BLOCK=_BLOCK)
+        inner *= self.shape[d]
+    return out
+
 
 
 def masked_select(self, mask, *, out=None):
@@ -746,7 +770,7 @@ def masked_select(self, mask, *, out=None):
     else:
         I._resize_out(out, (total,))
     if total:
-        compact_kernel[_launch_grid(n)](cum, x, out, n, 1, 1, out.stride(0), MODE=0, BLOCK=_BLOCK)
+        compact_kernel[_launch_grid(n)](cum, x, out, n, 1, 1, out.stride(0), total, MODE=0, BLOCK=_BLOCK)
     return out
 
 
@@ -770,7 +794,7 @@ def masked_scatter_(self, mask, source):
         return self
     buf = I.copy_into(I._empty(self.shape, self.dtype, self.device), self).view(-1)
     src = I._contig(source).view(-1)
-    compact_kernel[_launch_grid(n)](cum, src, buf, n, 1, 1, 1, MODE=2, BLOCK=_BLOCK)
+    compact_kernel[_launch_grid(n)](cum, src, buf, n, 1, 1, 1, total, MODE=2, BLOCK=_BLOCK)
     return I.copy_into(self, buf.view(self.shape))
 
 
@@ -1187,7 +1211,7 @@ KERNELS: dict[str, Callable] = {
     "cumprod": cumprod, "cumprod_": cumprod_, "cumprod.out": cumprod_out,
     "sort.stable": sort_stable,
     "sort.values_stable": sort_values_stable,
-    "nonzero": nonzero, "nonzero.out": nonzero_out,
+    "nonzero": nonzero, "nonzero.out": nonzero_out, "nonzero_static": nonzero_static,
     "masked_select": masked_select, "masked_select.out": masked_select_out,
     "masked_scatter_": masked_scatter_,
     "take": take, "take.out": take_out, "put_": put_, "repeat_interleave.Tensor": repeat_interleave_Tensor,

@@ -9,7 +9,7 @@ OPS: tuple[str, ...] = (
     "index_fill_.int_Scalar", "index_fill_.int_Tensor",
     "cumsum", "cumsum_", "cumsum.out", "cumprod", "cumprod_", "cumprod.out",
     "sort.stable", "sort.values_stable",
-    "nonzero", "nonzero.out", "masked_select", "masked_select.out", "masked_scatter_",
+    "nonzero", "nonzero.out", "nonzero_static", "masked_select", "masked_select.out", "masked_scatter_",
     "index.Tensor", "index.Tensor_out", "_index_put_impl_", "take", "take.out", "put_",
     "repeat_interleave.Tensor", "searchsorted.Tensor", "searchsorted.Tensor_out", "bucketize.Tensor",
     "bucketize.Tensor_out",
