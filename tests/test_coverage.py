@@ -24,7 +24,7 @@ def test_trace_model_and_trace():
     proc = run_python(TINY + """
 import json, torch_fl.coverage as cov
 step = cov.trace_model(model, x)
-cum = cov.trace(torch.cumsum, x, 0)
+cum = cov.trace(torch.histc, x, 4)
 print(json.dumps({"step": step.as_dict(), "cum": cum.as_dict(), "table": step.table()}))
 """, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -36,7 +36,7 @@ print(json.dumps({"step": step.as_dict(), "cum": cum.as_dict(), "table": step.ta
     assert step["convolution"]["backend"] == {"convolution": {"vendor": 1}}
     assert data["step"]["chip"] == "npu"
     cum = {row["op"]: row for row in data["cum"]["ops"]}
-    assert cum["cumsum"]["path"] == "cpu" and "cpu" in cum["cumsum"]["backend"]["cumsum.out"]
+    assert cum["histc"]["path"] == "cpu" and "cpu" in cum["histc"]["backend"]["histc"]
     order = [row["path"] for row in data["step"]["ops"]]
     rank = {"cpu": 0, "triton": 1, "vendor": 2, "composite": 3}
     assert order == sorted(order, key=rank.__getitem__)  # CPU fallbacks first
@@ -54,27 +54,27 @@ def test_cli_on_a_script(tmp_path):
         steps = int(sys.argv[sys.argv.index("--steps") + 1])
         for _ in range(steps):
             model(x).sum().backward()
-            torch.cumsum(x, 1)
+            torch.histc(x, 4)
         print("trained", steps)
     """), encoding="utf-8")
     table = coverage_cli("--script", str(script), "--", "--steps", "2")
     assert table.returncode == 0, table.stderr
     assert "trained 2" in table.stdout
     lines = [line.split() for line in table.stdout.splitlines()]
-    rows = {cols[0]: cols for cols in lines if cols and cols[0] in ("cumsum", "convolution", "addmm")}
-    assert rows["cumsum"][1:4] == ["2", "cpu", "cpu"]       # op, calls, path, declared
+    rows = {cols[0]: cols for cols in lines if cols and cols[0] in ("histc", "convolution", "addmm")}
+    assert rows["histc"][1:4] == ["2", "cpu", "cpu"]       # op, calls, path, declared
     assert rows["convolution"][1:4] == ["2", "vendor", "vendor"]
     assert rows["addmm"][2] == "vendor"
     header = next(i for i, cols in enumerate(lines) if cols[:2] == ["aten", "op"])
     first = lines[header + 2]
-    assert first[0] == "cumsum"  # sorted CPU first
+    assert first[0] == "histc"  # sorted CPU first
 
     as_json = coverage_cli("--script", str(script), "--json", "--", "--steps", "1")
     assert as_json.returncode == 0, as_json.stderr
     data = json.loads(as_json.stdout[as_json.stdout.index("{"):])
     ops = {row["op"]: row for row in data["ops"]}
     assert ops["convolution"]["path"] == "vendor" and ops["convolution"]["declared"] == "vendor"
-    assert ops["cumsum"]["path"] == "cpu" and data["summary"]["cpu"] >= 1
+    assert ops["histc"]["path"] == "cpu" and data["summary"]["cpu"] >= 1
 
 
 def test_cli_failing_script(tmp_path):

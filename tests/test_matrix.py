@@ -60,7 +60,8 @@ def test_headline_figures(spec, results):
 
 def test_declared_paths_come_from_the_spec(spec):
     assert declared_path(spec, "add.Tensor") == "vendor"
-    assert declared_path(spec, "cumsum.out") == ("cpu" if "cpu" in spec.fallback.default else "error")
+    assert declared_path(spec, "cumsum.out") == "triton"  # the default chain's first step with a kernel
+    assert declared_path(spec, "histc") == ("cpu" if "cpu" in spec.fallback.default else "error")  # no Triton kernel
     m = matrix_of(spec, RECORDS)
     mm = next(r for r in m.rows if r.key == "mm")
     assert mm.declared == {"mm": "vendor"}  # a vendor op checked by this OpInfo, even when unseen
