@@ -134,24 +134,24 @@ def test_require_vendor_fails_at_init(tmp_path_factory):
 
 
 def test_declined_triton_kernel_takes_the_next_step():
-    """A Triton kernel that declines its inputs (integer bmm: tl.dot is floating-point only)
-    hands the call to the next step of the chain: the CPU here, counted there; in strict
-    mode the error says so and why the kernel declined."""
+    """A Triton kernel that declines its inputs (nextafter on float16: it steps fp32/fp64 bit
+    patterns only) hands the call to the next step of the chain: the CPU here, counted there;
+    float32 stays on Triton; in strict mode the error says so and why the kernel declined."""
     proc = run_python("""
         import json, torch, torch_fl
-        a = torch.randint(-5, 5, (2, 3, 4))
-        b = torch.randint(-5, 5, (2, 4, 2))
+        def stats():
+            return {k: v for k, v in torch_fl.fallback_stats().items() if k.startswith("nextafter")}
+        a, b = torch.randn(5), torch.randn(5)
         torch_fl.reset_fallback_stats()
-        out = {"equal": torch.equal(torch.bmm(a.to("npu"), b.to("npu")).cpu(), torch.bmm(a, b))}
-        out["int_stats"] = torch_fl.fallback_stats().get("bmm")
+        h = torch.nextafter(a.half().to("npu"), b.half().to("npu")).cpu()
+        out = {"equal": torch.equal(h, torch.nextafter(a.half(), b.half())), "half_stats": stats()}
         torch_fl.reset_fallback_stats()
-        x = torch.randn(2, 3, 4)
-        y = torch.randn(2, 4, 2)
-        out["float_close"] = torch.allclose(torch.bmm(x.to("npu"), y.to("npu")).cpu(), torch.bmm(x, y), atol=1e-5)
-        out["float_stats"] = torch_fl.fallback_stats().get("bmm")
+        f = torch.nextafter(a.to("npu"), b.to("npu")).cpu()
+        out["float_equal"] = torch.equal(f, torch.nextafter(a, b))
+        out["float_stats"] = stats()
         try:
             with torch_fl.strict_fallback():
-                torch.bmm(a.to("npu"), b.to("npu"))
+                torch.nextafter(a.half().to("npu"), b.half().to("npu"))
             out["strict"] = "no error"
         except NotImplementedError as e:
             out["strict"] = str(e)
@@ -159,8 +159,9 @@ def test_declined_triton_kernel_takes_the_next_step():
     """)
     assert proc.returncode == 0, proc.stderr
     r = __import__("json").loads(proc.stdout.strip().splitlines()[-1])
-    assert r["equal"] and r["float_close"]
-    assert r["int_stats"] == {"cpu": 1}
-    assert r["float_stats"] == {"triton": 1}
-    assert "strict fallback mode: aten::bmm would fall back to the CPU on chip 'npu'" in r["strict"]
-    assert "its Triton kernel declined these inputs: integer matmul" in r["strict"]
+    assert r["equal"] and r["float_equal"]
+    assert list(r["half_stats"].values()) == [{"cpu": 1}], r["half_stats"]
+    assert list(r["float_stats"].values()) == [{"triton": 1}], r["float_stats"]
+    assert "strict fallback mode: aten::nextafter" in r["strict"]
+    assert "would fall back to the CPU on chip 'npu'" in r["strict"]
+    assert "its Triton kernel declined these inputs: nextafter on torch.float16" in r["strict"]
