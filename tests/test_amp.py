@@ -68,7 +68,6 @@ def test_unlisted_dtype_is_an_error_not_a_warning():
 
 
 def test_torch_fl_amp_takes_the_current_device():
-    previous = torch.get_default_device()
     try:
         torch_fl.set_default_device(NPU)
         cast = torch_fl.amp.autocast(dtype=torch.bfloat16)
@@ -78,7 +77,8 @@ def test_torch_fl_amp_takes_the_current_device():
         torch.set_default_device("cpu")
         assert torch_fl.amp.autocast().device == "cpu"
     finally:
-        torch.set_default_device(previous)
+        # None, not "cpu": set_default_device("cpu") leaves a device mode active for the whole session
+        torch.set_default_device(None)
 
 
 def _paths(op):

@@ -44,6 +44,9 @@ def _register():
     _route_to_triton()
     _enable_amp()
     _register_collectives()
+    from torch_fl import _exit_drain
+
+    _exit_drain.install(spec.CHIP)  # a backward's last moments must not meet interpreter exit
     _registered = True
 
 
