@@ -37,3 +37,25 @@ def test_init_reports_a_mismatched_driver_without_raising():
     assert not info["available"] and info["count"] == 0 and info["runtime"] is None
     assert info["error"].startswith("driver version mismatch") and "reports version 2.0" in info["error"]
     assert "npu driver: driver version mismatch" in proc.stderr
+
+
+def test_a_failed_registration_is_reported_with_its_first_cause():
+    # Triton's interpreter needs numpy: without it the `triton` step cannot be set up at import.
+    # The backend must then say so every time it is asked, not "already registered".
+    proc = run_python("""
+        import sys
+        sys.modules["numpy"] = None      # as on a machine without numpy
+        import json, warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import torch
+        import torch_fl
+        info = torch_fl.init()["npu"]
+        print(json.dumps({"available": info.available, "error": info.error,
+                          "warned": [str(w.message) for w in caught if "could not be loaded" in str(w.message)]}))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    data = last_json_line(proc.stdout)
+    assert not data["available"]
+    assert "numpy" in data["warned"][0]
+    assert "failed earlier in this process" in data["error"] and "numpy" in data["error"], data["error"]

@@ -14,6 +14,7 @@ from . import spec
 __version__ = spec.PACKAGE_VERSION
 
 _registered = False
+_failed_step = None  # the first registration error, reported again on every later attempt
 _load_error = None  # why registering failed, for torch_fl's doctor
 _triton_library = None  # keeps the Triton registrations alive
 triton_status = "not enabled"
@@ -28,9 +29,20 @@ def _driver_search_paths():
 
 def _register():
     """Rename PrivateUse1 to `npu` and install `torch.npu` (idempotent)."""
-    global _registered
+    global _registered, _failed_step
     if _registered:
         return
+    if _failed_step is not None:  # a half-done registration cannot be redone in this process
+        raise RuntimeError(f"registering {spec.CHIP} failed earlier in this process: {_failed_step}")
+    try:
+        _register_steps()
+    except Exception as error:
+        _failed_step = f"{type(error).__name__}: {error}"
+        raise
+    _registered = True
+
+
+def _register_steps():
     import torch
 
     from . import _C
@@ -47,7 +59,6 @@ def _register():
     from torch_fl import _exit_drain
 
     _exit_drain.install(spec.CHIP)  # a backward's last moments must not meet interpreter exit
-    _registered = True
 
 
 _scaler_library = None  # keeps the GradScaler kernels registered
