@@ -80,6 +80,8 @@ def _move(v, device):
         return d
     if isinstance(v, (list, tuple)):
         return type(v)(_move(x, device) for x in v)
+    if isinstance(v, dict):  # keyword arguments: out= tensors, weights
+        return {k: _move(x, device) for k, x in v.items()}
     return v
 
 
