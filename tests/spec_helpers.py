@@ -46,3 +46,15 @@ def spec_errors(tmp_path: Path, content: str | bytes) -> SpecErrors:
     with pytest.raises(SpecErrors) as ei:
         load_spec(p, display="specs/npu.yaml")
     return ei.value
+
+
+def line_of(text: str, needle: str, *, whole: bool = False) -> int:
+    """The 1-based number of the one line of `text` that contains `needle` (is it, with `whole`).
+
+    Expected error locations are computed from the spec text, so editing specs/npu.yaml
+    does not shift every test's line numbers.
+    """
+    hits = [number for number, line in enumerate(text.splitlines(), 1)
+            if (line.strip() == needle.strip() if whole else needle in line)]
+    assert len(hits) == 1, f"{needle!r} is on lines {hits} of the spec, not on exactly one"
+    return hits[0]

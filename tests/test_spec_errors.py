@@ -1,6 +1,6 @@
 """Every kind of spec error produces an exact, located message: FILE:LINE:COL: PATH: MESSAGE.
 
-Bad specs are text edits of specs/npu.yaml, so the lines below are those of that file.
+Bad specs are text edits of specs/npu.yaml; expected lines are found in the edited text (line_of).
 """
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from torchfl_gen import spec as spec_mod
 from torchfl_gen.errors import SpecError, SpecErrors
-from spec_helpers import NPU_TEXT, edit, errors_of, spec_errors
+from spec_helpers import NPU_TEXT, edit, errors_of, line_of, spec_errors
 
 F = "specs/npu.yaml"
 
@@ -21,113 +21,124 @@ def test_error_str_format():
 
 
 def test_misspelled_key(tmp_path):
-    errs = spec_errors(tmp_path, edit(("  hooks:\n", "  hoks:\n")))
-    assert [str(e) for e in errs] == [f"{F}:29:3: driver: unknown key 'hoks' (did you mean 'hooks'?)"]
+    text = edit(("  hooks:\n", "  hoks:\n"))
+    errs = spec_errors(tmp_path, text)
+    assert [str(e) for e in errs] == [f"{F}:{line_of(text, '  hoks:')}:3: driver: unknown key 'hoks' (did you mean 'hooks'?)"]
     assert "hooks" in errs.errors[0].hint
 
 
 def test_misspelled_op(tmp_path):
-    assert errors_of(tmp_path, edit(("  add.Tensor: {kernel: add}", "  add.Tensr: {kernel: add}"))) == [
-        f"{F}:67:3: ops: unknown aten op 'add.Tensr' (did you mean 'add.Tensor'?)"]
+    text = edit(("  add.Tensor: {kernel: add}", "  add.Tensr: {kernel: add}"))
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{line_of(text, 'add.Tensr')}:3: ops: unknown aten op 'add.Tensr' (did you mean 'add.Tensor'?)"]
 
 
 def test_unknown_op_without_suggestion(tmp_path):
-    assert errors_of(tmp_path, edit(("  mm: {kernel: mm}", "  zzqqxx_frob: {kernel: mm}"))) == [
-        f"{F}:82:3: ops: unknown aten op 'zzqqxx_frob'"]
+    text = edit(("  mm: {kernel: mm}", "  zzqqxx_frob: {kernel: mm}"))
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{line_of(text, 'zzqqxx_frob')}:3: ops: unknown aten op 'zzqqxx_frob'"]
 
 
 def test_wrong_type_string(tmp_path):
-    errs = spec_errors(tmp_path, edit(('  version: "2.1"', "  version: 2.10")))
-    assert [str(e) for e in errs] == [f"{F}:22:12: driver.version: expected a string, got a number (2.10)"]
+    text = edit(('  version: "2.1"', "  version: 2.10"))
+    errs = spec_errors(tmp_path, text)
+    assert [str(e) for e in errs] == [f"{F}:{line_of(text, 'version: 2.10')}:12: driver.version: expected a string, got a number (2.10)"]
     assert errs.errors[0].hint == 'quote it: "2.10"'
 
 
 def test_wrong_type_integer(tmp_path):
-    assert errors_of(tmp_path, edit(("    success: 0", "    success: zero"))) == [
-        f"{F}:25:14: driver.status.success: expected an integer, got a string ('zero')"]
+    text = edit(("    success: 0", "    success: zero"))
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{line_of(text, 'success: zero')}:14: driver.status.success: expected an integer, got a string ('zero')"]
 
 
 def test_missing_required_hook(tmp_path):
-    assert errors_of(tmp_path, edit(("    malloc: simnpuMalloc\n", ""))) == [
-        f"{F}:29:3: driver.hooks: missing required key 'malloc'"]
+    text = edit(("    malloc: simnpuMalloc\n", ""))
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{line_of(text, '  hooks:')}:3: driver.hooks: missing required key 'malloc'"]
 
 
 def test_missing_required_top_level(tmp_path):
-    assert errors_of(tmp_path, edit(("spec_version: 1\n", ""))) == [
-        f"{F}:7:1: <document>: missing required key 'spec_version'"]
+    text = edit(("spec_version: 1\n", ""))
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{line_of(text, 'chip:')}:1: <document>: missing required key 'spec_version'"]
 
 
 def test_duplicate_key(tmp_path):
-    assert errors_of(tmp_path, edit(("    free: simnpuFree\n", "    free: simnpuFree\n    malloc: simnpuMalloc2\n"))) == [
-        f"{F}:38:5: driver.hooks: duplicate key 'malloc' (first defined at line 36)"]
+    text = edit(("    free: simnpuFree\n", "    free: simnpuFree\n    malloc: simnpuMalloc2\n"))
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{line_of(text, 'simnpuMalloc2')}:5: driver.hooks: duplicate key 'malloc' "
+        f"(first defined at line {line_of(text, 'malloc: simnpuMalloc', whole=True)})"]
 
 
 def test_duplicate_op(tmp_path):
-    assert errors_of(tmp_path, edit(("  mm: {kernel: mm}", "  mm: {kernel: mm}\n  add.Tensor: {kernel: add}"))) == [
-        f"{F}:83:3: ops: duplicate key 'add.Tensor' (first defined at line 67)"]
+    text = edit(("  mm: {kernel: mm}", "  mm: {kernel: mm}\n  add.Tensor: {kernel: add}"))
+    first, duplicate = (n for n, line in enumerate(text.splitlines(), 1) if line == "  add.Tensor: {kernel: add}")
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{duplicate}:3: ops: duplicate key 'add.Tensor' (first defined at line {first})"]
 
 
 def test_alias_and_anchor(tmp_path):
     text = edit(("  search_paths: [../simnpu/build/lib]", "  search_paths: &p [../simnpu/build/lib]"),
                 ("  library_dirs: [../simnpu/build/lib]", "  library_dirs: *p"))
     assert errors_of(tmp_path, text) == [
-        f"{F}:20:17: driver.search_paths: YAML anchor '&p' is not allowed in a spec",
-        f"{F}:62:17: kernels.library_dirs: YAML alias '*p' is not allowed in a spec",
+        f"{F}:{line_of(NPU_TEXT, '  search_paths:')}:17: driver.search_paths: YAML anchor '&p' is not allowed in a spec",
+        f"{F}:{line_of(NPU_TEXT, '  library_dirs:')}:17: kernels.library_dirs: YAML alias '*p' is not allowed in a spec",
     ]
 
 
 def test_non_utf8(tmp_path):
     raw = NPU_TEXT.encode().replace(b"Simulated NPU", b"Simulated NP\xff")
-    assert errors_of(tmp_path, raw) == [f"{F}:12:28: <document>: file is not valid UTF-8 (byte 0xff)"]
+    assert errors_of(tmp_path, raw) == [f"{F}:{line_of(NPU_TEXT, 'Simulated NPU')}:28: <document>: file is not valid UTF-8 (byte 0xff)"]
 
 
 def test_yaml_syntax_error(tmp_path):
     assert errors_of(tmp_path, edit(("  vendor: simnpu", "  vendor: simnpu: x"))) == [
-        f"{F}:10:17: <document>: YAML syntax error: mapping values are not allowed here"]
+        f"{F}:{line_of(NPU_TEXT, '  vendor: simnpu')}:17: <document>: YAML syntax error: mapping values are not allowed here"]
 
 
 def test_yaml_unclosed_flow(tmp_path):
     # the spec's last line: the flow sequence runs into the end of the file
     assert errors_of(tmp_path, edit(("  staging: gloo", "  staging: [gloo"))) == [
-        f"{F}:130:1: <document>: YAML syntax error: expected ',' or ']', but got '<stream end>' "
-        "(while parsing a flow sequence at line 129, column 12)"]
+        f"{F}:{len(NPU_TEXT.splitlines()) + 1}:1: <document>: YAML syntax error: expected ',' or ']', but got '<stream end>' "
+        f"(while parsing a flow sequence at line {line_of(NPU_TEXT, '  staging: gloo')}, column 12)"]
 
 
 def test_composite_implicit_op(tmp_path):
     text = edit(("  add.Tensor: {kernel: add}\n", "  add.Tensor: {kernel: add}\n  linear: {kernel: linear}\n"))
     assert errors_of(tmp_path, text) == [
-        f"{F}:68:3: ops: aten op 'linear' is CompositeImplicitAutograd: it decomposes before it reaches "
+        f"{F}:{line_of(text, '  linear:')}:3: ops: aten op 'linear' is CompositeImplicitAutograd: it decomposes before it reaches "
         "a backend; map the ops it decomposes into"]
 
 
 def test_require_vendor_without_kernel(tmp_path):
     assert errors_of(tmp_path, edit(("  relu_: {kernel: relu_}", "  relu_: {require: vendor}"))) == [
-        f"{F}:80:11: ops.relu_.require: 'require: vendor' needs a 'kernel'"]
+        f"{F}:{line_of(NPU_TEXT, '  relu_: {kernel: relu_}')}:11: ops.relu_.require: 'require: vendor' needs a 'kernel'"]
 
 
 def test_require_vendor_with_fallback(tmp_path):
     text = edit(("  relu_: {kernel: relu_}", "  relu_: {kernel: relu_, require: vendor, fallback: [cpu]}"))
-    assert errors_of(tmp_path, text) == [f"{F}:80:43: ops.relu_.fallback: 'require: vendor' forbids a fallback"]
+    assert errors_of(tmp_path, text) == [f"{F}:{line_of(NPU_TEXT, '  relu_: {kernel: relu_}')}:43: ops.relu_.fallback: 'require: vendor' forbids a fallback"]
 
 
 def test_amp_dtype_not_in_dtypes(tmp_path):
     assert errors_of(tmp_path, edit(("float16, bfloat16, int8", "float16, int8"))) == [
-        f"{F}:119:21: amp.dtypes[1]: amp dtype 'bfloat16' is not in dtypes"]
+        f"{F}:{line_of(NPU_TEXT, '  dtypes: [float16, bfloat16]')}:21: amp.dtypes[1]: amp dtype 'bfloat16' is not in dtypes"]
 
 
 def test_amp_default_not_in_amp_dtypes(tmp_path):
     assert errors_of(tmp_path, edit(("  default: float16", "  default: float32"))) == [
-        f"{F}:120:12: amp.default: amp default 'float32' is not one of amp.dtypes"]
+        f"{F}:{line_of(NPU_TEXT, '  default: float16')}:12: amp.default: amp default 'float32' is not one of amp.dtypes"]
 
 
 def test_unknown_top_level_key(tmp_path):
     assert errors_of(tmp_path, edit(("amp:\n", "amps:\n"))) == [
-        f"{F}:118:1: <document>: unknown key 'amps' (did you mean 'amp'?)"]
+        f"{F}:{line_of(NPU_TEXT, 'amp:')}:1: <document>: unknown key 'amps' (did you mean 'amp'?)"]
 
 
 def test_builtin_device_name(tmp_path):
     assert errors_of(tmp_path, edit(("  name: npu", "  name: cuda"))) == [
-        f"{F}:9:9: chip.name: 'cuda' is a built-in torch device type"]
+        f"{F}:{line_of(NPU_TEXT, '  name: npu')}:9: chip.name: 'cuda' is a built-in torch device type"]
 
 
 @pytest.mark.parametrize("name", ["cpu", "meta", "xla", "mps", "xpu", "hip", "privateuseone"])
@@ -138,7 +149,7 @@ def test_builtin_device_names(name):
 
 def test_chip_name_pattern(tmp_path):
     assert errors_of(tmp_path, edit(("  name: npu", "  name: NPU"))) == [
-        f"{F}:9:9: chip.name: 'NPU' is not a lowercase identifier of at most 31 characters "
+        f"{F}:{line_of(NPU_TEXT, '  name: npu')}:9: chip.name: 'NPU' is not a lowercase identifier of at most 31 characters "
         "(a-z, 0-9, _; starting with a letter)"]
 
 
@@ -148,48 +159,50 @@ def test_kernels_section_required_for_kernels(tmp_path):
     end = next(i for i, l in enumerate(lines) if l.startswith("dtypes:"))
     text = "".join(lines[:start] + ["\n"] * (end - start) + lines[end:])   # keep line numbers
     assert errors_of(tmp_path, text) == [
-        f"{F}:67:16: ops.\"add.Tensor\".kernel: op has a kernel but the spec has no 'kernels' section"]
+        f"{F}:{line_of(NPU_TEXT, '  add.Tensor: {kernel: add}')}:16: ops.\"add.Tensor\".kernel: op has a kernel but the spec has no 'kernels' section"]
 
 
 def test_unknown_fallback_step(tmp_path):
     assert errors_of(tmp_path, edit(("  default: [triton, cpu]", "  default: [tritn]"))) == [
-        f"{F}:114:13: fallback.default[0]: invalid value 'tritn' (did you mean 'triton'? expected one of: triton, cpu)"]
+        f"{F}:{line_of(NPU_TEXT, '  default: [triton, cpu]')}:13: fallback.default[0]: invalid value 'tritn' (did you mean 'triton'? expected one of: triton, cpu)"]
 
 
 @pytest.mark.parametrize("old,new,expected", [
-    ('  version: "2.1"', '  version: "v2"', "22:12: driver.version: 'v2' is not a \"MAJOR.MINOR\" version"),
+    ('  version: "2.1"', '  version: "v2"', "12: driver.version: 'v2' is not a \"MAJOR.MINOR\" version"),
     ("    - libsimnpu_runtime.so", "    - simnpu_runtime.dll",
-     "17:7: driver.libraries[0]: 'simnpu_runtime.dll' is not a shared library file name (like libfoo.so or libfoo.so.1)"),
+     "7: driver.libraries[0]: 'simnpu_runtime.dll' is not a shared library file name (like libfoo.so or libfoo.so.1)"),
     ("  headers: [simnpu/simnpu_kernels.h]", "  headers: [../simnpu/simnpu_kernels.h]",
-     "59:13: kernels.headers[0]: '../simnpu/simnpu_kernels.h' is not a header path ending in .h, .hpp or .hh, without '..'"),
+     "13: kernels.headers[0]: '../simnpu/simnpu_kernels.h' is not a header path ending in .h, .hpp or .hh, without '..'"),
     ("  namespace: simnpu::ops", "  namespace: simnpu:ops",
-     "58:14: kernels.namespace: 'simnpu:ops' is not a C++ namespace (like vendor::ops)"),
+     "14: kernels.namespace: 'simnpu:ops' is not a C++ namespace (like vendor::ops)"),
     ("  home_env: SIMNPU_HOME", "  home_env: simnpu-home",
-     "21:13: driver.home_env: 'simnpu-home' is not an environment variable name (A-Z, 0-9, _)"),
-    ("    malloc: simnpuMalloc", "    malloc: simnpu-malloc", "36:13: driver.hooks.malloc: 'simnpu-malloc' is not a C identifier"),
+     "13: driver.home_env: 'simnpu-home' is not an environment variable name (A-Z, 0-9, _)"),
+    ("    malloc: simnpuMalloc", "    malloc: simnpu-malloc", "13: driver.hooks.malloc: 'simnpu-malloc' is not a C identifier"),
     ("  libraries: [simnpu_kernels]", "  libraries: [-lsimnpu_kernels]",
-     "61:15: kernels.libraries[0]: '-lsimnpu_kernels' is not a linker name (like foo for -lfoo)"),
-    ("spec_version: 1", "spec_version: 2", "6:15: spec_version: unsupported spec_version 2 (this torchfl-gen reads spec_version 1)"),
-    ("  relu_: {kernel: relu_}", "  relu_: {}", "80:10: ops.relu_: an op entry needs 'kernel' and/or 'fallback'"),
-    ("  relu_: {kernel: relu_}", "  relu_:", "80:9: ops.relu_: expected a mapping, got null"),
+     "15: kernels.libraries[0]: '-lsimnpu_kernels' is not a linker name (like foo for -lfoo)"),
+    ("spec_version: 1", "spec_version: 2", "15: spec_version: unsupported spec_version 2 (this torchfl-gen reads spec_version 1)"),
+    ("  relu_: {kernel: relu_}", "  relu_: {}", "10: ops.relu_: an op entry needs 'kernel' and/or 'fallback'"),
+    ("  relu_: {kernel: relu_}", "  relu_:", "9: ops.relu_: expected a mapping, got null"),
     ("  relu_: {kernel: relu_}", "  relu-x: {kernel: relu_}",
-     "80:3: ops: invalid op name 'relu-x': must be an aten op name (name or name.overload)"),
-    ("  relu_: {kernel: relu_}", "  relu_: {kernel: relu_, fallback: [cpu, cpu]}", "80:42: ops.relu_.fallback[1]: duplicate item 'cpu'"),
-    ("  relu_: {kernel: relu_}", "  relu_: {kernal: relu_}", "80:11: ops.relu_: unknown key 'kernal' (did you mean 'kernel'?)"),
-    ("[float32, float64,", "[float32, float32,", "64:19: dtypes[1]: duplicate item 'float32'"),
+     "3: ops: invalid op name 'relu-x': must be an aten op name (name or name.overload)"),
+    ("  relu_: {kernel: relu_}", "  relu_: {kernel: relu_, fallback: [cpu, cpu]}", "42: ops.relu_.fallback[1]: duplicate item 'cpu'"),
+    ("  relu_: {kernel: relu_}", "  relu_: {kernal: relu_}", "11: ops.relu_: unknown key 'kernal' (did you mean 'kernel'?)"),
+    ("[float32, float64,", "[float32, float32,", "19: dtypes[1]: duplicate item 'float32'"),
     ("[float32, float64,", "[float32, float65,",
-     "64:19: dtypes[1]: invalid value 'float65' (did you mean 'float64'? expected one of: float32, float64, float16, "
+     "19: dtypes[1]: invalid value 'float65' (did you mean 'float64'? expected one of: float32, float64, float16, "
      "bfloat16, int8, uint8, int16, int32, int64, bool, complex64, complex128)"),
-    ("  warn: once", "  warn: onse", "115:9: fallback.warn: invalid value 'onse' (did you mean 'once'? expected one of: once, always, never)"),
-    ("  integration: privateuse1", "  integration: native", "11:16: chip.integration: invalid value 'native' (expected one of: privateuse1)"),
-    ("    not_ready: 6", "    not_ready: 99999999999", "26:16: driver.status.not_ready: 99999999999 is out of range (must be <= 2147483647)"),
-    ("  libraries:\n    - libsimnpu_runtime.so", "  libraries: []", "16:14: driver.libraries: must not be empty"),
-    ("  warn: once", "  warn: once\n  on: 1", "116:3: fallback: mapping key must be a string, not bool true"),
-    ("  warn: once", "  warn: !!python/name:os.system once", "115:9: fallback.warn: YAML tag '!!python/name:os.system' is not allowed in a spec"),
-    ("  warn: once", "  warn: !custom once", "115:9: fallback.warn: YAML tag '!custom' is not allowed in a spec"),
+    ("  warn: once", "  warn: onse", "9: fallback.warn: invalid value 'onse' (did you mean 'once'? expected one of: once, always, never)"),
+    ("  integration: privateuse1", "  integration: native", "16: chip.integration: invalid value 'native' (expected one of: privateuse1)"),
+    ("    not_ready: 6", "    not_ready: 99999999999", "16: driver.status.not_ready: 99999999999 is out of range (must be <= 2147483647)"),
+    ("  libraries:\n    - libsimnpu_runtime.so", "  libraries: []", "14: driver.libraries: must not be empty"),
+    ("  warn: once", "  warn: once\n  on: 1", "3: fallback: mapping key must be a string, not bool true"),
+    ("  warn: once", "  warn: !!python/name:os.system once", "9: fallback.warn: YAML tag '!!python/name:os.system' is not allowed in a spec"),
+    ("  warn: once", "  warn: !custom once", "9: fallback.warn: YAML tag '!custom' is not allowed in a spec"),
 ])
 def test_located_messages(tmp_path, old, new, expected):
-    assert errors_of(tmp_path, edit((old, new))) == [f"{F}:{expected}"]
+    # each error is on the (last) line the edit wrote; `expected` is "COL: PATH: MESSAGE"
+    text = edit((old, new))
+    assert errors_of(tmp_path, text) == [f"{F}:{line_of(text, new.splitlines()[-1])}:{expected}"]
 
 
 def test_multiple_errors_collected_in_order(tmp_path):
@@ -201,22 +214,25 @@ def test_multiple_errors_collected_in_order(tmp_path):
                 ("  default: [triton, cpu]", "  default: [gpu]"),
                 ("  default: float16", "  default: float32"))
     assert errors_of(tmp_path, text) == [
-        f"{F}:9:9: chip.name: 'cuda' is a built-in torch device type",
-        f"{F}:25:14: driver.status.success: expected an integer, got a string ('zero')",
-        f"{F}:29:3: driver: unknown key 'hoks' (did you mean 'hooks'?)",
-        f"{F}:67:3: ops: unknown aten op 'add.Tensr' (did you mean 'add.Tensor'?)",
-        f"{F}:80:11: ops.relu_.require: 'require: vendor' needs a 'kernel'",
-        f"{F}:114:13: fallback.default[0]: invalid value 'gpu' (did you mean 'cpu'? expected one of: triton, cpu)",
-        f"{F}:120:12: amp.default: amp default 'float32' is not one of amp.dtypes",
+        f"{F}:{line_of(NPU_TEXT, '  name: npu')}:9: chip.name: 'cuda' is a built-in torch device type",
+        f"{F}:{line_of(NPU_TEXT, '    success: 0')}:14: driver.status.success: expected an integer, got a string ('zero')",
+        f"{F}:{line_of(NPU_TEXT, '  hooks:')}:3: driver: unknown key 'hoks' (did you mean 'hooks'?)",
+        f"{F}:{line_of(NPU_TEXT, '  add.Tensor: {kernel: add}')}:3: ops: unknown aten op 'add.Tensr' (did you mean 'add.Tensor'?)",
+        f"{F}:{line_of(NPU_TEXT, '  relu_: {kernel: relu_}')}:11: ops.relu_.require: 'require: vendor' needs a 'kernel'",
+        f"{F}:{line_of(NPU_TEXT, '  default: [triton, cpu]')}:13: fallback.default[0]: invalid value 'gpu' (did you mean 'cpu'? expected one of: triton, cpu)",
+        f"{F}:{line_of(NPU_TEXT, '  default: float16')}:12: amp.default: amp default 'float32' is not one of amp.dtypes",
     ]
 
 
 def test_multiple_yaml_errors_collected(tmp_path):
     text = edit(("    free: simnpuFree\n", "    free: simnpuFree\n    malloc: x\n"),
                 ("  mm: {kernel: mm}", "  mm: {kernel: mm}\n  add.Tensor: {kernel: add}"))
+    first_add, duplicate_add = (n for n, line in enumerate(text.splitlines(), 1)
+                                if line == "  add.Tensor: {kernel: add}")
     assert errors_of(tmp_path, text) == [
-        f"{F}:38:5: driver.hooks: duplicate key 'malloc' (first defined at line 36)",
-        f"{F}:84:3: ops: duplicate key 'add.Tensor' (first defined at line 68)",
+        f"{F}:{line_of(text, 'malloc: x')}:5: driver.hooks: duplicate key 'malloc' "
+        f"(first defined at line {line_of(text, 'malloc: simnpuMalloc', whole=True)})",
+        f"{F}:{duplicate_add}:3: ops: duplicate key 'add.Tensor' (first defined at line {first_add})",
     ]
 
 
