@@ -31,7 +31,7 @@ HOOK_SIGNATURES: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
     "stream_destroy":     ("int", (("void*", "stream"),)),
     "stream_synchronize": ("int", (("void*", "stream"),)),
     "stream_query":       ("int", (("void*", "stream"),)),
-    "stream_wait_event":  ("int", (("void*", "stream"), ("void*", "event"))),
+    "stream_wait_event":  ("int", (("void*", "stream"), ("void*", "event"), ("unsigned int", "flags"))),
     "event_create":       ("int", (("void**", "event"),)),
     "event_destroy":      ("int", (("void*", "event"),)),
     "event_record":       ("int", (("void*", "event"), ("void*", "stream"))),
@@ -54,6 +54,7 @@ HOOK_NOTES: dict[str, str] = {
     "memcpy_async": "kind: one of driver.memcpy_kinds; stream NULL = default stream",
     "stream_query": "status.success if idle, status.not_ready if work is pending",
     "event_query": "status.success if completed, status.not_ready otherwise",
+    "stream_wait_event": "flags: always 0 (as cudaStreamWaitEvent's default)",
     "driver_version": "MAJOR*1000 + MINOR*10 (2.1 -> 2010)",
 }
 

@@ -710,7 +710,8 @@ simnpuError_t simnpuStreamGetDevice(simnpuStream_t stream, int* device) {
   return simnpuSuccess;
 }
 
-simnpuError_t simnpuStreamWaitEvent(simnpuStream_t stream, simnpuEvent_t event) {
+simnpuError_t simnpuStreamWaitEvent(simnpuStream_t stream, simnpuEvent_t event, unsigned int flags) {
+  if (flags != 0) return fail(simnpuErrorInvalidValue, "stream wait flags must be 0");
   simnpuStream_st* s = nullptr;
   simnpuError_t e = rt().resolve(stream, &s);
   if (e) return e;

@@ -53,7 +53,7 @@ def _load(path=LIB):
         "simnpuStreamDestroy": [vp],
         "simnpuStreamSynchronize": [vp],
         "simnpuStreamQuery": [vp],
-        "simnpuStreamWaitEvent": [vp, vp],
+        "simnpuStreamWaitEvent": [vp, vp, ctypes.c_uint],
         "simnpuStreamGetDevice": [vp, ctypes.POINTER(ctypes.c_int)],
         "simnpuStreamSetError": [vp, ctypes.c_int, ctypes.c_char_p],
         "simnpuLaunchHostFunc": [vp, HOSTFN, vp],
@@ -437,7 +437,7 @@ def test_stream_wait_event_cross_stream_and_device(rt):
     rt.simnpuLaunchHostFunc(s1, gate.fn, None)
     rt.simnpuMemsetAsync(a, 0x42, n, s1)
     rt.simnpuEventRecord(ev, s1)
-    assert rt.simnpuStreamWaitEvent(s2, ev) == SUCCESS
+    assert rt.simnpuStreamWaitEvent(s2, ev, 0) == SUCCESS
     rt.simnpuMemcpyAsync(b, a, n, D2D, s2)
     rt.simnpuMemcpyAsync(ctypes.addressof(host), b, n, D2H, s2)
     time.sleep(0.05)
@@ -448,9 +448,10 @@ def test_stream_wait_event_cross_stream_and_device(rt):
     assert host.raw == b"\x42" * n
     # waiting on a completed or never-recorded event does not block
     ev2 = event(rt)
-    assert rt.simnpuStreamWaitEvent(s2, ev2) == SUCCESS
-    assert rt.simnpuStreamWaitEvent(s2, ev) == SUCCESS
+    assert rt.simnpuStreamWaitEvent(s2, ev2, 0) == SUCCESS
+    assert rt.simnpuStreamWaitEvent(s2, ev, 0) == SUCCESS
     assert rt.simnpuStreamSynchronize(s2) == SUCCESS
+    assert rt.simnpuStreamWaitEvent(s2, ev, 1) == INVALID_VALUE  # flags are CUDA's: only 0
     for s in (s1, s2):
         rt.simnpuStreamDestroy(s)
     rt.simnpuEventDestroy(ev)

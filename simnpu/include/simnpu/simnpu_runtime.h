@@ -78,7 +78,7 @@ simnpuError_t simnpuStreamCreate(simnpuStream_t* stream);   /* on the current de
 simnpuError_t simnpuStreamDestroy(simnpuStream_t stream);
 simnpuError_t simnpuStreamSynchronize(simnpuStream_t stream);
 simnpuError_t simnpuStreamQuery(simnpuStream_t stream);    /* Success or NotReady */
-simnpuError_t simnpuStreamWaitEvent(simnpuStream_t stream, simnpuEvent_t event);
+simnpuError_t simnpuStreamWaitEvent(simnpuStream_t stream, simnpuEvent_t event, unsigned int flags); /* flags: 0 */
 simnpuError_t simnpuStreamGetDevice(simnpuStream_t stream, int* device);
 typedef void (*simnpuHostFn_t)(void* user_data);
 /* Queue a host function: how the kernel library runs "device code" on a stream. */

@@ -76,7 +76,7 @@ void DeviceGuardImpl::record(void** event, const c10::Stream& stream, const c10:
 void DeviceGuardImpl::block(void* event, const c10::Stream& stream) const {
   if (!event) return;
   DeviceScope scope(stream.device_index());
-  TORCH_FL_DRIVER_CHECK(driver().stream_wait_event(native_stream(stream), event));
+  TORCH_FL_DRIVER_CHECK(driver().stream_wait_event(native_stream(stream), event, /*flags=*/0));
 }
 
 bool DeviceGuardImpl::queryEvent(void* event) const {

@@ -33,7 +33,7 @@ struct DriverApi {
   int (*stream_destroy)(void* stream) = nullptr;
   int (*stream_synchronize)(void* stream) = nullptr;
   int (*stream_query)(void* stream) = nullptr;
-  int (*stream_wait_event)(void* stream, void* event) = nullptr;
+  int (*stream_wait_event)(void* stream, void* event, unsigned int flags) = nullptr;
   int (*event_create)(void** event) = nullptr;
   int (*event_destroy)(void* event) = nullptr;
   int (*event_record)(void* event, void* stream) = nullptr;
