@@ -26,7 +26,8 @@ _MACROS = {
 }
 # `norm` overloads redispatch to a different overload (with a dtype argument appended);
 # the header spells their C++ signatures out, which the generated code repeats.
-_APPEND_DTYPE_OPS = ("norm.Scalar", "norm.ScalarOpt_dim")
+# torch 2.11 also lists the Dimname overload; later versions dropped it.
+_APPEND_DTYPE_OPS = ("norm.Scalar", "norm.ScalarOpt_dim", "norm.names_ScalarOpt_dim")
 
 
 def header_path() -> str:
@@ -55,9 +56,10 @@ def cuda_lists() -> dict[str, tuple[str, ...]]:
         lists[policy] = tuple(ops)
     body = _macro_body(text, "AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE")
     found = tuple(re.findall(r'"([A-Za-z0-9_.]+)"', body))
-    if found != _APPEND_DTYPE_OPS:
-        raise RuntimeError(f"{header_path()}: AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE lists {found}, "
-                           f"torchfl-gen knows {_APPEND_DTYPE_OPS}")
+    unknown = [op for op in found if op not in _APPEND_DTYPE_OPS]
+    if unknown:
+        raise RuntimeError(f"{header_path()}: AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE lists {unknown}, "
+                           f"which torchfl-gen does not know (it knows {_APPEND_DTYPE_OPS})")
     lists[FP32_APPEND_DTYPE] = found
     return lists
 

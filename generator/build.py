@@ -128,6 +128,11 @@ def _inputs_fingerprint(spec: ChipSpec, package_digest: str) -> str:
         if source.is_file():
             h.update(str(source).encode() + source.read_bytes())
     if spec.kernels:
+        # Sources compiled into the backend, and the kernel headers it includes.
+        headers = [folder / h for folder in spec.kernels.include_dirs for h in spec.kernels.headers]
+        for path in [*spec.kernels.sources, *headers]:
+            if path.is_file():
+                h.update(str(path).encode() + b"\0" + path.read_bytes())
         for folder in spec.kernels.library_dirs:
             for lib in spec.kernels.libraries:
                 candidate = folder / f"lib{lib}.so"

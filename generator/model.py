@@ -84,6 +84,8 @@ class Kernels:
     include_dirs: tuple[Path, ...]      # absolute
     libraries: tuple[str, ...]          # linker names (-l)
     library_dirs: tuple[Path, ...]      # absolute
+    sources: tuple[Path, ...] = ()      # absolute; compiled into the backend
+    toolkit: str = "none"               # "none" or "cuda"
 
 
 @dataclass(frozen=True)

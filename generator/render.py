@@ -213,6 +213,7 @@ def render(spec: ChipSpec, output_dir: Path) -> dict[str, str]:
             "kernel_include_dirs": [_relpath(p, output_dir) for p in (spec.kernels.include_dirs if spec.kernels else ())],
             "kernel_library_dirs": [_relpath(p, output_dir) for p in (spec.kernels.library_dirs if spec.kernels else ())],
             "kernel_libraries": list(spec.kernels.libraries) if spec.kernels else [],
+            "kernel_sources": [_relpath(p, output_dir) for p in (spec.kernels.sources if spec.kernels else ())],
             "driver_search_paths": [_relpath(p, output_dir) for p in spec.driver.search_paths],
         },
         "opinfo_cases": [(op.name, names) for op in spec.vendor_ops if (names := opinfo_names_for(op.name))],

@@ -217,7 +217,8 @@ def _get(d: Any, *keys: str) -> Any:
     return d
 
 
-def _semantic_errors(doc: YamlDocument) -> list[SpecError]:
+def _semantic_errors(doc: YamlDocument, base: Path | None = None) -> list[SpecError]:
+    """Checks the schema cannot express; `base` is the spec's folder (paths are relative to it)."""
     from . import torch_ops
 
     data = doc.data if isinstance(doc.data, dict) else {}
@@ -274,6 +275,13 @@ def _semantic_errors(doc: YamlDocument) -> list[SpecError]:
                                          f"the shared Triton library has no kernel for '{op}'"
                                          + _did_you_mean(op, SUPPORTED_OPS),
                                          hint="drop 'triton' from this chain, or give the op a vendor kernel"))
+
+    kernels = data.get("kernels")
+    if isinstance(kernels, dict) and isinstance(kernels.get("sources"), list) and base is not None:
+        for i, src in enumerate(kernels["sources"]):
+            if isinstance(src, str) and src and not Path(os.path.normpath(base / os.path.expanduser(src))).is_file():
+                out.append(doc.error(("kernels", "sources", i), f"kernel source '{src}' does not exist "
+                                     f"(looked in {base / src})"))
 
     if first_kernel_path is not None and "kernels" not in data:
         out.append(doc.error(first_kernel_path, "op has a kernel but the spec has no 'kernels' section",
@@ -363,6 +371,8 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes) -> model.C
             include_dirs=_abs_paths(k.get("include_dirs", []), base),
             libraries=tuple(k.get("libraries", [])),
             library_dirs=_abs_paths(k.get("library_dirs", []), base),
+            sources=_abs_paths(k.get("sources", []), base),
+            toolkit=k.get("toolkit", "none"),
         )
     ops = []
     for name, entry in (d.get("ops") or {}).items():
@@ -452,7 +462,7 @@ def parse_spec_bytes(raw: bytes, source: str | Path, display: str | None = None)
     except Exception as e:
         errors += _internal(shown, "validating against the schema", e).errors
     try:
-        errors += _semantic_errors(doc)
+        errors += _semantic_errors(doc, source.parent)
     except Exception as e:
         errors += _internal(shown, "checking the spec", e).errors
     if errors:

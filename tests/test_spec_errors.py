@@ -252,7 +252,7 @@ def test_missing_file(tmp_path):
 
 
 def test_unexpected_exception_becomes_located_error(tmp_path, monkeypatch):
-    def boom(doc):
+    def boom(doc, base=None):
         raise ValueError("kaboom")
     monkeypatch.setattr(spec_mod, "_semantic_errors", boom)
     assert errors_of(tmp_path, NPU_TEXT) == [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch_fl
 from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+from torch.utils.cpp_extension import BuildExtension, CppExtension as Extension
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = "torch_fl_npu"
@@ -20,6 +20,7 @@ PACKAGE = "torch_fl_npu"
 KERNEL_INCLUDE_DIRS = ["../../simnpu/include"]
 KERNEL_LIBRARY_DIRS = ["../../simnpu/build/lib"]
 KERNEL_LIBRARIES = ["simnpu_kernels"]
+KERNEL_SOURCES = []
 DRIVER_SEARCH_PATHS = ["../../simnpu/build/lib"]
 
 
@@ -54,17 +55,21 @@ runtime = Path(torch_fl.csrc_dir())
 setup(
     options=OPTIONS,
     ext_modules=[
-        CppExtension(
+        Extension(
             name=f"{PACKAGE}._C",
             sources=sorted(str(p.relative_to(HERE)) for p in (HERE / "csrc").glob("*.cpp"))
-            + sorted(relative(p) for p in (runtime / "src").glob("*.cpp")),
+            + sorted(relative(p) for p in (runtime / "src").glob("*.cpp"))
+            + [relative(p) for p in resolve(KERNEL_SOURCES)],
             include_dirs=[str(runtime / "include")] + resolve(KERNEL_INCLUDE_DIRS),
             library_dirs=resolve(KERNEL_LIBRARY_DIRS),
             extra_compile_args=["-O2", "-std=c++17"],
             # The kernels are referenced weakly (a kernel the library lacks takes the
             # op's fallback chain), so keep the library even where the linker defaults
             # to --as-needed, which drops libraries referenced only weakly.
-            extra_link_args=[f"-Wl,-rpath,{d}" for d in resolve(KERNEL_LIBRARY_DIRS)]
+            # The shared libstdc++, named: where the toolchain lacks its libstdc++.so
+            # link, g++ falls back to libstdc++.a, and a second, static C++ runtime
+            # inside the extension crashes on its first iostream use (seen on a CUDA image).
+            extra_link_args=["-l:libstdc++.so.6"] + [f"-Wl,-rpath,{d}" for d in resolve(KERNEL_LIBRARY_DIRS)]
             + ["-Wl,--no-as-needed"] + [f"-l{name}" for name in KERNEL_LIBRARIES] + ["-Wl,--as-needed"],
         )
     ],

@@ -9,12 +9,15 @@ log = logging.getLogger("torch_fl")
 
 
 def enable(chip: str, ops: Iterable[str], note_path: Callable[[str, str], None], mode: str,
-           next_step: Callable | None = None):
+           next_step: Callable | None = None, native_stream: Callable[[], int] | None = None):
     """Route `ops` to Triton at the chip's PrivateUse1 key; returns the torch.library
     handle (keep it alive) or None with the reason logged when Triton is unavailable.
 
     `next_step(name, overload, *args, **kwargs)` runs a call whose kernel declined its
-    inputs (`triton_ops.Unsupported`) through the rest of the op's chain."""
+    inputs (`triton_ops.Unsupported`) through the rest of the op's chain.
+    `native_stream()` is the driver handle of the chip's current stream: in compile mode
+    each kernel is launched on it (the chip's driver is then the GPU runtime Triton
+    targets, e.g. the CUDA runtime for `nvgpu`)."""
     if mode == "interpret":
         # The chip is not a Triton target (e.g. a simulated device): run the
         # kernels in Triton's interpreter, which must be chosen before import.
@@ -31,8 +34,12 @@ def enable(chip: str, ops: Iterable[str], note_path: Callable[[str, str], None],
     import torch
 
     library = torch.library.Library("aten", "IMPL")
+    on_stream = _on_chip_stream(native_stream) if mode == "compile" and native_stream else None
     for op in ops:
-        library.impl(op, _counted(op, triton_ops.kernel_for(op), note_path, next_step), "PrivateUse1")
+        kernel = triton_ops.kernel_for(op)
+        if on_stream is not None:
+            kernel = on_stream(kernel)
+        library.impl(op, _counted(op, kernel, note_path, next_step), "PrivateUse1")
     log.debug("torch_fl: %s: %d op(s) routed to the Triton kernels (%s mode)", chip, len(ops), mode)
     return library, f"{len(ops)} op(s) on Triton ({mode})"
 
@@ -60,3 +67,35 @@ def _counted(op: str, kernel: Callable, note_path: Callable[[str, str], None],
 
     run.__name__ = f"triton_{op.replace('.', '_')}"
     return run
+
+
+def _on_chip_stream(native_stream: Callable[[], int]) -> Callable[[Callable], Callable]:
+    """Launch compiled kernels on the chip's current stream.
+
+    Triton launches on the GPU runtime's current stream (`torch.cuda`'s), so each call
+    makes the chip's stream current there for its duration and restores the previous
+    one: native `cuda` work in the same process keeps its own streams."""
+    import torch
+
+    raw_current = torch._C._cuda_getCurrentRawStream
+    external: dict[int, torch.cuda.ExternalStream] = {}
+
+    def bind(kernel: Callable) -> Callable:
+        def on_stream(*args, **kwargs):
+            handle = native_stream()
+            device = torch._C._cuda_getDevice()  # the chip's current device: one runtime
+            if raw_current(device) == handle:
+                return kernel(*args, **kwargs)
+            stream = external.get(handle)
+            if stream is None:
+                stream = external[handle] = torch.cuda.ExternalStream(handle, device=device)
+            previous = torch.cuda.current_stream(device)
+            torch.cuda.set_stream(stream)
+            try:
+                return kernel(*args, **kwargs)
+            finally:
+                torch.cuda.set_stream(previous)
+
+        return on_stream
+
+    return bind

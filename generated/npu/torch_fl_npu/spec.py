@@ -13,6 +13,34 @@ PACKAGE_VERSION = '0.1.0+driver2.1'
 DRIVER_VERSION = '2.1'
 DRIVER_LIBRARIES = ('libsimnpu_runtime.so',)
 DRIVER_HOME_ENV = 'SIMNPU_HOME'
+# driver hook -> the symbol it is bound to
+DRIVER_HOOKS = {
+    'driver_version': 'simnpuDriverGetVersion',
+    'error_string': 'simnpuGetErrorString',
+    'device_count': 'simnpuGetDeviceCount',
+    'set_device': 'simnpuSetDevice',
+    'get_device': 'simnpuGetDevice',
+    'device_synchronize': 'simnpuDeviceSynchronize',
+    'malloc': 'simnpuMalloc',
+    'free': 'simnpuFree',
+    'mem_get_info': 'simnpuMemGetInfo',
+    'host_malloc': 'simnpuMallocHost',
+    'host_free': 'simnpuFreeHost',
+    'memcpy': 'simnpuMemcpy',
+    'memcpy_async': 'simnpuMemcpyAsync',
+    'memset_async': 'simnpuMemsetAsync',
+    'stream_create': 'simnpuStreamCreate',
+    'stream_destroy': 'simnpuStreamDestroy',
+    'stream_synchronize': 'simnpuStreamSynchronize',
+    'stream_query': 'simnpuStreamQuery',
+    'stream_wait_event': 'simnpuStreamWaitEvent',
+    'event_create': 'simnpuEventCreate',
+    'event_destroy': 'simnpuEventDestroy',
+    'event_record': 'simnpuEventRecord',
+    'event_query': 'simnpuEventQuery',
+    'event_synchronize': 'simnpuEventSynchronize',
+    'event_elapsed_time': 'simnpuEventElapsedTime',
+}
 
 DTYPES = ('float32', 'float64', 'float16', 'bfloat16', 'int8', 'uint8', 'int16', 'int32', 'int64', 'bool', 'complex64', 'complex128',)
 AMP_DTYPES = ('float16', 'bfloat16',)

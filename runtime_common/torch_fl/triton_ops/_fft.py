@@ -25,7 +25,7 @@ _COMPLEX_OF = {torch.float32: torch.complex64, torch.float64: torch.complex128}
 _REAL_OF = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['NSIG', 'scale_bits'])
 def dft_kernel(x, out, M, NSUM, NOUT, NSIG, sxm, sxj, sxc, som, sok, soc, scale_bits,
                SIGN: tl.constexpr, X_COMPLEX: tl.constexpr, CONJ_IN: tl.constexpr,
                HERMITIAN: tl.constexpr, REAL_OUT: tl.constexpr, ODT: tl.constexpr,

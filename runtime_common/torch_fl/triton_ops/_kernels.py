@@ -965,7 +965,7 @@ def _off6(i0, i1, i2, i3, i4, i5, s0, s1, s2, s3, s4, s5):
     return i0 * s0 + i1 * s1 + i2 * s2 + i3 * s3 + i4 * s4 + i5 * s5
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['P0', 'P1', 'P2'])
 def pointwise_kernel(out, a, b, c, d, N,
                      S0, S1, S2, S3, S4, S5,
                      o0, o1, o2, o3, o4, o5,
@@ -1008,7 +1008,7 @@ def pointwise_kernel(out, a, b, c, d, N,
     tl.store(out + _off6(i0, i1, i2, i3, i4, i5, o0, o1, o2, o3, o4, o5), _to_odt(res, ODT), mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['bits'])
 def fill_kernel(out, N, S0, S1, S2, S3, S4, S5, o0, o1, o2, o3, o4, o5, bits,
                 IS_FLOAT: tl.constexpr, ODT: tl.constexpr, BLOCK: tl.constexpr):
     """Fill a strided tensor with a scalar passed exactly: a double as its int64 bit pattern."""
@@ -1379,7 +1379,7 @@ def index_kernel(src, idx, out, N, S0, S1, S2, S3, S4, S5,
 
 
 # ------------------------------------------------------- creation kernels ---
-@triton.jit
+@triton.jit(do_not_specialize=['start_bits', 'step_bits', 'end_bits'])
 def range_kernel(out, N, stride, start_bits, step_bits, end_bits, HALF,
                  MODE: tl.constexpr, IS_FLOAT: tl.constexpr, CDT: tl.constexpr, ODT: tl.constexpr,
                  BLOCK: tl.constexpr):
@@ -1408,7 +1408,7 @@ def range_kernel(out, N, stride, start_bits, step_bits, end_bits, HALF,
     tl.store(out + i * stride, _to_odt(v, ODT), mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['base_bits'])
 def pow_base_kernel(out, N, stride, base_bits, BLOCK: tl.constexpr, ODT: tl.constexpr):
     """out[i] = base ** out[i] in place (logspace), computed in fp64."""
     i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)

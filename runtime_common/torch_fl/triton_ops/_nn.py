@@ -556,7 +556,7 @@ def _tap(o, I, O, param, j: tl.constexpr, MODE: tl.constexpr, ALIGN: tl.constexp
                 return i, _cubic_coeff(lam, j)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['PD', 'PH', 'PW'])
 def _resample_kernel(x, out, total, C, ID, IH, IW, OD, OH, OW,
                      xs0, xs1, xs2, xs3, xs4, os0, os1, os2, os3, os4, PD, PH, PW,
                      MODE: tl.constexpr, ALIGN: tl.constexpr, TD: tl.constexpr, TH: tl.constexpr,
@@ -857,7 +857,7 @@ _L_BCE = tl.constexpr(3)
 LOSS = {"mse": 0, "huber": 1, "smooth_l1": 2, "bce": 3}
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['p_bits', 'norm_bits'])
 def _ew_loss_kernel(x, y, w, g, out, total, gstride, p_bits, norm_bits, OP: tl.constexpr, BWD: tl.constexpr,
                     HAS_W: tl.constexpr, CDT: tl.constexpr, ODT: tl.constexpr, BLOCK: tl.constexpr):
     """x, y, w, out: contiguous buffers of one shape; g (backward) has stride gstride (0: a
@@ -1301,7 +1301,7 @@ def _cubic_coeff_grad(t, j: tl.constexpr):
         return -((3.0 * A * x - 10.0 * A) * x + 8.0 * A)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['ID', 'IH', 'IW'])
 def _grid_sample_kernel(inp, grid, out, gin, ggrid, total, C, ID, IH, IW, OD, OH, OW,
                         is0, is1, is2, is3, is4, gs0, gs1, gs2, gs3, gs4, os0, os1, os2, os3, os4,
                         ns0, ns1, ns2, ns3, ns4, qs0, qs1, qs2, qs3, qs4,
@@ -1463,7 +1463,7 @@ def _grid_sampler(nsp):
 
 
 # -------------------------------------------------------------- batch norm ---
-@triton.jit
+@triton.jit(do_not_specialize=['mom_bits', 'eps_bits'])
 def _bn_fwd_kernel(x, w, b, rm, rv, out, smean, sinv, N, S, xs0, xs1, xs2, os0, os1, os2, mom_bits, eps_bits,
                    TRAIN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_RUN: tl.constexpr,
                    CDT: tl.constexpr, ODT: tl.constexpr, SDT: tl.constexpr, RDT: tl.constexpr,
@@ -1516,7 +1516,7 @@ def _bn_fwd_kernel(x, w, b, rm, rv, out, smean, sinv, N, S, xs0, xs1, xs2, os0, 
         tl.store(out + n * os0 + c * os1 + s * os2, K._to_odt(v * alpha + beta, ODT), mask=m)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['eps_bits'])
 def _bn_bwd_kernel(g, x, w, mean_p, inv_p, dx, dw, db, N, S, gs0, gs1, gs2, xs0, xs1, xs2, os0, os1, os2,
                    eps_bits, TRAIN: tl.constexpr, HAS_W: tl.constexpr, NEED_DX: tl.constexpr,
                    NEED_DW: tl.constexpr, NEED_DB: tl.constexpr, CDT: tl.constexpr, ODT: tl.constexpr,

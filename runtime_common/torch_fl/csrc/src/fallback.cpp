@@ -1,10 +1,14 @@
 #include <torch_fl/fallback.h>
 
+#include <torch_fl/generator.h>
+
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/native/CPUFallback.h>
 #include <c10/util/Exception.h>
 
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -162,6 +166,62 @@ bool strict() {
   return value == 1;
 }
 
+namespace {
+
+// A random op on the CPU path draws from the chip's generator, not the host's: its
+// `Generator?` argument (the chip's default generator when None) lends its state to a
+// CPU generator for the call and takes the advanced state back afterwards. The chip
+// generator keeps the CPU generator's state format, so this is exact, and
+// `torch.<chip>.get_rng_state()`/`manual_seed` govern these draws too.
+class ChipRandomOnHost {
+ public:
+  ChipRandomOnHost(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+    const auto& args = op.schema().arguments();
+    const size_t first = stack->size() - args.size();
+    for (size_t i = 0; i < args.size(); ++i) {
+      const auto& type = args[i].real_type();
+      const bool is_generator = type->kind() == c10::TypeKind::OptionalType &&
+                                type->castRaw<c10::OptionalType>()->getElementType()->kind() ==
+                                    c10::TypeKind::GeneratorType;
+      if (!is_generator) continue;
+      c10::IValue& slot = (*stack)[first + i];
+      if (slot.isNone()) {
+        const auto device = chip_device(*stack, first);
+        if (!device) return;
+        chip_ = default_generator(device->index());
+      } else if (slot.toGenerator().device().type() == c10::DeviceType::PrivateUse1) {
+        chip_ = slot.toGenerator();
+      } else {
+        return;  // a CPU generator passed explicitly is used as is
+      }
+      lock_.emplace(chip_.mutex());
+      host_ = at::make_generator<at::CPUGeneratorImpl>();
+      host_.set_state(chip_.get_state());
+      slot = c10::IValue(host_);
+      return;
+    }
+  }
+  ~ChipRandomOnHost() {
+    if (host_.defined()) chip_.set_state(host_.get_state());
+  }
+
+ private:
+  static std::optional<c10::Device> chip_device(const torch::jit::Stack& stack, size_t first) {
+    for (size_t i = first; i < stack.size(); ++i) {
+      if (stack[i].isTensor() && stack[i].toTensor().defined() && stack[i].toTensor().is_privateuseone()) {
+        return stack[i].toTensor().device();
+      }
+    }
+    return std::nullopt;
+  }
+
+  at::Generator chip_;
+  at::Generator host_;
+  std::optional<std::lock_guard<std::mutex>> lock_;
+};
+
+}  // namespace
+
 void boxed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& policy = fallback_policy();
   const std::string key = op_key(op.schema().operator_name());
@@ -200,6 +260,7 @@ void boxed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                policy.spec, "); this is slow. torch_fl.fallback_stats() counts such calls.");
   }
   note_fallback(key, FallbackPath::cpu);
+  ChipRandomOnHost random(op, stack);
   at::native::cpu_fallback(op, stack);
 }
 

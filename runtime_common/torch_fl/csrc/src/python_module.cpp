@@ -104,6 +104,9 @@ void bind_backend(py::module_& m) {
 
   m.def("current_stream", [](int device) { return stream_tuple(current_stream(device)); });
   m.def("default_stream", [](int device) { return stream_tuple(default_stream(device)); });
+  // The driver handle of the current stream of the current device: what a compiled
+  // Triton kernel is launched on when the chip's driver is the GPU runtime Triton targets.
+  m.def("_current_native_stream", [] { return reinterpret_cast<uintptr_t>(native_stream(current_stream(-1))); });
   m.def("set_stream", [](int64_t stream_id, int device_index, int device_type) {
     set_current_stream(unpack_stream(stream_id, device_index, device_type));
   });
