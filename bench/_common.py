@@ -1,0 +1,96 @@
+"""Shared helpers of the benchmarks: timing, the environment record, JSON + table output."""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--out", type=Path, help="also write the JSON record to this file")
+    return p
+
+
+def environment() -> dict:
+    import torch
+
+    env = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu_count": __import__("os").cpu_count(),
+    }
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = None
+    if torch.cuda.is_available():
+        env["gpu"] = torch.cuda.get_device_name(0)
+        env["cuda"] = torch.version.cuda
+    return env
+
+
+def chip_available(name: str) -> bool:
+    """Whether `torch.<name>` exists and has a device (a generated backend is installed)."""
+    import torch
+
+    module = getattr(torch, name, None)
+    try:
+        return bool(module is not None and module.is_available())
+    except Exception:  # noqa: BLE001 - a broken backend counts as absent, with its reason printed
+        print(f"# torch.{name} is not usable: {sys.exc_info()[1]}", file=sys.stderr)
+        return False
+
+
+def synchronize(device: str) -> None:
+    import torch
+
+    kind = device.split(":")[0]
+    if kind != "cpu":
+        getattr(torch, kind).synchronize()
+
+
+def timed(fn: Callable[[], object], device: str) -> float:
+    """Seconds of one call of `fn`, the device drained before and after."""
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def emit(name: str, record: dict, rows: Iterable[Sequence[object]], header: Sequence[str],
+         out: Path | None) -> None:
+    """One JSON line (the record), then a human table of `rows`."""
+    record = {"benchmark": name, "environment": environment(), **record}
+    line = json.dumps(record, sort_keys=True)
+    print(line)
+    rows = [[_cell(c) for c in r] for r in rows]
+    widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(str(h)) for i, h in enumerate(header)]
+    print("  ".join(str(h).ljust(w) for h, w in zip(header, widths)))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

@@ -1,0 +1,84 @@
+"""Per-op host overhead: a loop of small ops on a generated chip against a native device.
+
+Each op runs on tiny tensors (the device has almost nothing to do), many times in a
+row, the device drained once at the end: time per call is the cost of dispatch,
+the backend's wrapper, its path (vendor kernel, Triton launch, copy) and the launch.
+
+  python bench/op_overhead.py --pair nvgpu:cuda --pair npu:cpu --out bench/results/op_overhead.json
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402
+
+# name -> (setup(device) -> state, op(state))
+def _ops():
+    import torch
+
+    def tensors(device):
+        return (torch.rand(16, 16, device=device), torch.rand(16, 16, device=device))
+
+    return {
+        "add (a + b)": (tensors, lambda s: s[0] + s[1]),
+        "mul by scalar (a * 2)": (tensors, lambda s: s[0] * 2.0),
+        "relu": (tensors, lambda s: torch.relu(s[0])),
+        "sum": (tensors, lambda s: s[0].sum()),
+        "mm 16x16": (tensors, lambda s: torch.mm(s[0], s[1])),
+        "copy_ (same device)": (tensors, lambda s: s[1].copy_(s[0])),
+        "empty (allocator)": (lambda d: d, lambda d: torch.empty(256, device=d)),
+    }
+
+
+def per_call_us(op, state, device: str, calls: int, repeats: int) -> float:
+    for _ in range(min(calls, 50)):  # warm-up: compiles, caches
+        op(state)
+    _common.synchronize(device)
+    best = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            op(state)
+        _common.synchronize(device)
+        best.append((time.perf_counter() - start) / calls * 1e6)
+    return _common.median(best)
+
+
+def main(argv=None):
+    p = _common.parser(__doc__)
+    p.add_argument("--pair", action="append", default=None,
+                   help="CHIP:NATIVE, e.g. nvgpu:cuda or npu:cpu (repeatable)")
+    p.add_argument("--calls", type=int, default=2000)
+    p.add_argument("--repeats", type=int, default=5)
+    args = p.parse_args(argv)
+    import torch
+
+    pairs = [tuple(x.split(":")) for x in (args.pair or ["nvgpu:cuda", "npu:cpu"])]
+    results, rows = {}, []
+    for chip, native in pairs:
+        if not _common.chip_available(chip):
+            print(f"# skipping {chip}:{native}: torch.{chip} is not available", file=sys.stderr)
+            continue
+        if native == "cuda" and not torch.cuda.is_available():
+            print(f"# skipping {chip}:{native}: no CUDA device", file=sys.stderr)
+            continue
+        pair = results.setdefault(f"{chip}:{native}", {})
+        for name, (setup, op) in _ops().items():
+            times = {}
+            for device in (chip, native):  # interleaved per op
+                times[device] = per_call_us(op, setup(device), device, args.calls, args.repeats)
+            ratio = times[chip] / times[native]
+            pair[name] = {"chip_us": times[chip], "native_us": times[native], "ratio": ratio}
+            rows.append([f"{chip} vs {native}", name, times[chip], times[native], ratio])
+    if not results:
+        sys.exit("bench/op_overhead.py: no pair could run (no generated backend installed?)")
+    _common.emit("op_overhead", {"calls": args.calls, "repeats": args.repeats, "results": results,
+                                 "target_ratio": 1.1}, rows,
+                 ["pair", "op", "chip us/call", "native us/call", "ratio"], args.out)
+
+
+if __name__ == "__main__":
+    main()

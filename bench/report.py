@@ -1,0 +1,150 @@
+"""Renders docs/benchmarks.md from the committed results (bench/results/<machine>/*.json).
+
+  python bench/report.py            # rewrite docs/benchmarks.md
+  python bench/report.py --check    # fail if docs/benchmarks.md is not what the results give
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+DOC = ROOT / "docs" / "benchmarks.md"
+
+COMMANDS = {
+    "resnet50_train_step": "python bench/resnet50.py --chip nvgpu --native cuda --batch 64",
+    "op_overhead": "python bench/op_overhead.py --pair {pairs}",
+    "triton_kernels": "python bench/triton_kernels.py",
+    "allocator": "python bench/allocator.py --chip {chip} --native {native}",
+    "build_times": "python bench/build_times.py {specs}",
+}
+
+
+def _fmt(x: float, digits: int = 3) -> str:
+    if abs(x) >= 1e5:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}g}"
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def _env(record: dict) -> str:
+    e = record["environment"]
+    where = e.get("gpu") or f"CPU host ({e.get('cpu_count')} cores)"
+    return (f"{where}; torch {e['torch']}, Triton {e.get('triton')}, Python {e['python']}"
+            + (f", CUDA {e['cuda']}" if e.get("cuda") else "") + f"; {e['date']}")
+
+
+def resnet(r: dict) -> list[str]:
+    out = [f"| precision | {r['chip']} median step (ms) | {r['native']} median step (ms) | ratio | target ≤ 1.02 |",
+           "|---|---|---|---|---|"]
+    for precision, v in r["results"].items():
+        m = v["median_step_s"]
+        out.append(f"| {precision} | {_fmt(m[r['chip']] * 1e3)} | {_fmt(m[r['native']] * 1e3)} | "
+                   f"{v['ratio']:.2f} | {_met(v['ratio'] <= 1.02)} |")
+    out.append("")
+    out.append(f"Batch {r['batch']}, {r['blocks']} alternating blocks of {r['steps_per_block']} timed steps per "
+               "device (one worker process per device, see `bench/resnet50.py`).")
+    return out
+
+
+def overhead(r: dict) -> list[str]:
+    out = ["| pair | op | chip µs/call | native µs/call | ratio | target ≤ 1.1 |", "|---|---|---|---|---|---|"]
+    for pair, ops in r["results"].items():
+        for op, v in ops.items():
+            out.append(f"| {pair} | {op} | {_fmt(v['chip_us'])} | {_fmt(v['native_us'])} | {v['ratio']:.2f} | "
+                       f"{_met(v['ratio'] <= 1.1)} |")
+    return out
+
+
+def triton(r: dict) -> list[str]:
+    res = dict(r["results"])
+    copy = res.pop("copy_bandwidth_GBps")
+    out = [f"Device-to-device copy (the ceiling): **{copy:,.0f} GB/s** (read + write), "
+           f"{r['large_elements']:,} float32 elements.", "",
+           "| kernel | large: GB/s | of copy | target ≥ 0.9 | small: µs/call | native µs/call | ratio | target ≤ 2 |",
+           "|---|---|---|---|---|---|---|---|"]
+    for name, v in res.items():
+        out.append(f"| {name} | {v['large_GBps']:,.0f} | {v['fraction_of_copy']:.2f} | "
+                   f"{_met(v['fraction_of_copy'] >= 0.9)} | {_fmt(v['small_us'])} | {_fmt(v['small_native_us'])} | "
+                   f"{v['small_ratio']:.1f} | {_met(v['small_ratio'] <= 2)} |")
+    out += ["", f"Small size: {r['small_elements']:,} elements."]
+    return out
+
+
+def allocator(r: dict) -> list[str]:
+    c, n = r["chip"], r["native"]
+    out = [f"| size | {c} pairs/s | {n} pairs/s | raw driver pairs/s | {c} time / {n} time | target ≤ 1.2 | "
+           f"{c} / raw | target ≥ 10 |", "|---|---|---|---|---|---|---|---|"]
+    for size, v in r["results"].items():
+        out.append(f"| {size} | {_fmt(v['chip_pairs_per_s'])} | {_fmt(v['native_pairs_per_s'])} | "
+                   f"{_fmt(v['raw_pairs_per_s'])} | {v['native_over_chip']:.2f} | {_met(v['native_over_chip'] <= 1.2)} | "
+                   f"{v['chip_over_raw']:.1f} | {_met(v['chip_over_raw'] >= 10)} |")
+    return out
+
+
+def builds(r: dict) -> list[str]:
+    out = ["| spec | cold (s) | no-op (s) | parallel jobs |", "|---|---|---|---|"]
+    for spec, v in r["results"].items():
+        out.append(f"| `{spec}` | {v['cold_s']:.0f} | {v['noop_s']:.1f} | {v['jobs']} |")
+    return out
+
+
+SECTIONS = [
+    ("resnet50_train_step", "ResNet-50 training step", resnet),
+    ("op_overhead", "Per-op host overhead", overhead),
+    ("triton_kernels", "Triton fallback kernels", triton),
+    ("allocator", "Caching allocator: alloc+free pairs per second", allocator),
+    ("build_times", "`torchfl-gen build` times", builds),
+]
+
+
+def command(record: dict) -> str:
+    name = record["benchmark"]
+    return COMMANDS[name].format(
+        pairs=" --pair ".join(record.get("results", {}).keys()) if name == "op_overhead" else "",
+        chip=record.get("chip"), native=record.get("native"),
+        specs=" ".join(record.get("results", {}).keys()) if name == "build_times" else "")
+
+
+def render() -> str:
+    records: dict[str, list[tuple[str, dict]]] = {}
+    for path in sorted(RESULTS.glob("*/*.json")):
+        record = json.loads(path.read_text())
+        records.setdefault(record["benchmark"], []).append((path.relative_to(ROOT).as_posix(), record))
+    lines = ["# Benchmarks", "",
+             "Generated by `python bench/report.py` from the results committed in `bench/results/` "
+             "(one folder per machine). Do not edit; rerun a benchmark with its command, save its "
+             "`--out` JSON there, and regenerate. Every figure is a ratio against a baseline measured "
+             "in the same run. Where a target is missed, the analysis below says where the time goes.", ""]
+    for name, title, table in SECTIONS:
+        for source, record in records.get(name, []):
+            lines += [f"## {title}", "", f"Measured on {_env(record)}.", "",
+                      f"Command: `{command(record)} --out {source}`", ""]
+            lines += table(record) + [""]
+    analysis = ROOT / "bench" / "ANALYSIS.md"
+    if analysis.exists():
+        lines += [analysis.read_text().rstrip(), ""]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--check", action="store_true")
+    args = p.parse_args(argv)
+    text = render()
+    if args.check:
+        if not DOC.exists() or DOC.read_text() != text:
+            sys.exit("docs/benchmarks.md is stale: run python bench/report.py")
+        return
+    DOC.write_text(text)
+    print(f"wrote {DOC.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

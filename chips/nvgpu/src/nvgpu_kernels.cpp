@@ -1,0 +1,227 @@
+// The `nvgpu` vendor kernels: ATen CUDA on the chip's memory (see nvgpu_kernels.h).
+#include <nvgpu/nvgpu_kernels.h>
+
+#include <ATen/ops/from_blob.h>
+#include <c10/core/DispatchKeySet.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+namespace nvgpu::ops {
+
+namespace {
+
+constexpr c10::DeviceType kChip = c10::DeviceType::PrivateUse1;
+
+// For the call: torch.cuda's current stream is the chip's stream (same device),
+// and autocast does not re-enter (the chip's own autocast already ran above us).
+class OnChipStream {
+ public:
+  explicit OnChipStream(cudaStream_t stream)
+      : guard_(c10::cuda::getStreamFromExternal(stream, c10::cuda::current_device())),
+        no_autocast_(c10::autocast_dispatch_keyset) {
+    // The chip's own driver calls report failures by status (e.g. a cudaMalloc the
+    // caching allocator answered with OutOfMemoryError), but the CUDA runtime also
+    // keeps them as its "last error", which ATen's launch checks would raise now.
+    (void)cudaGetLastError();
+  }
+
+ private:
+  c10::cuda::CUDAStreamGuard guard_;
+  c10::impl::ExcludeDispatchKeyGuard no_autocast_;
+};
+
+// A CUDA tensor on the same memory as an `nvgpu` tensor (it does not own it: the
+// caller holds the `nvgpu` tensor for the duration of the call, and the chip's
+// allocator reuses freed memory in stream order). Other tensors (CPU scalars,
+// undefined) pass through.
+Tensor cuda(const Tensor& t) {
+  if (!t.defined() || t.device().type() != kChip) return t;
+  const c10::Device device(c10::DeviceType::CUDA, t.device().index());
+  return at::for_blob(t.data_ptr(), t.sizes())
+      .strides(t.strides())
+      .target_device(device)
+      .options(t.options().device(device))
+      .make_tensor();
+}
+
+std::optional<Tensor> cuda(const std::optional<Tensor>& t) {
+  if (!t.has_value()) return t;
+  return cuda(*t);
+}
+
+void release_storage(void* context) {
+  c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(context));
+}
+
+// The `nvgpu` tensor on the memory of a CUDA tensor an ATen op just made: its
+// storage keeps the CUDA storage alive and frees it to torch's CUDA allocator.
+Tensor chip(const Tensor& t) {
+  if (!t.defined() || !t.is_cuda()) return t;
+  c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+  // A view of an argument (non-owning, made by `cuda` above) must never be adopted.
+  TORCH_INTERNAL_ASSERT(impl->allocator() != nullptr, "nvgpu kernel returned a view of its argument");
+  c10::raw::intrusive_ptr::incref(impl);
+  c10::DataPtr data(impl->mutable_data(), impl, &release_storage, c10::Device(kChip, t.device().index()));
+  c10::Storage storage(c10::Storage::use_byte_size_t(), impl->nbytes(), std::move(data),
+                       c10::GetAllocator(kChip), /*resizable=*/true);
+  Tensor out = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                        t.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return out;
+}
+
+template <class... T>
+std::tuple<T...> chip(const std::tuple<T...>& ts) {
+  return std::apply([](const auto&... t) { return std::make_tuple(chip(t)...); }, ts);
+}
+
+}  // namespace
+
+Tensor mm(cudaStream_t stream, const Tensor& self, const Tensor& mat2) {
+  OnChipStream on(stream);
+  return chip(at::mm(cuda(self), cuda(mat2)));
+}
+
+Tensor addmm(cudaStream_t stream, const Tensor& self, const Tensor& mat1, const Tensor& mat2,
+             const at::Scalar& beta, const at::Scalar& alpha) {
+  OnChipStream on(stream);
+  return chip(at::addmm(cuda(self), cuda(mat1), cuda(mat2), beta, alpha));
+}
+
+Tensor bmm(cudaStream_t stream, const Tensor& self, const Tensor& mat2) {
+  OnChipStream on(stream);
+  return chip(at::bmm(cuda(self), cuda(mat2)));
+}
+
+Tensor baddbmm(cudaStream_t stream, const Tensor& self, const Tensor& batch1, const Tensor& batch2,
+               const at::Scalar& beta, const at::Scalar& alpha) {
+  OnChipStream on(stream);
+  return chip(at::baddbmm(cuda(self), cuda(batch1), cuda(batch2), beta, alpha));
+}
+
+Tensor convolution(cudaStream_t stream, const Tensor& input, const Tensor& weight,
+                   const std::optional<Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
+                   at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
+                   int64_t groups) {
+  OnChipStream on(stream);
+  return chip(at::convolution(cuda(input), cuda(weight), cuda(bias), stride, padding, dilation, transposed,
+                              output_padding, groups));
+}
+
+std::tuple<Tensor, Tensor, Tensor> convolution_backward(
+    cudaStream_t stream, const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+    at::OptionalIntArrayRef bias_sizes, at::IntArrayRef stride, at::IntArrayRef padding,
+    at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups,
+    std::array<bool, 3> output_mask) {
+  OnChipStream on(stream);
+  return chip(at::convolution_backward(cuda(grad_output), cuda(input), cuda(weight), bias_sizes, stride, padding,
+                                       dilation, transposed, output_padding, groups, output_mask));
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm(
+    cudaStream_t stream, const Tensor& input, const std::optional<Tensor>& weight,
+    const std::optional<Tensor>& bias, const std::optional<Tensor>& running_mean,
+    const std::optional<Tensor>& running_var, bool training, double momentum, double eps) {
+  OnChipStream on(stream);
+  return chip(at::native_batch_norm(cuda(input), cuda(weight), cuda(bias), cuda(running_mean), cuda(running_var),
+                                    training, momentum, eps));
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
+    cudaStream_t stream, const Tensor& grad_out, const Tensor& input,
+    const std::optional<Tensor>& weight, const std::optional<Tensor>& running_mean,
+    const std::optional<Tensor>& running_var, const std::optional<Tensor>& save_mean,
+    const std::optional<Tensor>& save_invstd, bool train, double eps,
+    std::array<bool, 3> output_mask) {
+  OnChipStream on(stream);
+  return chip(at::native_batch_norm_backward(cuda(grad_out), cuda(input), cuda(weight), cuda(running_mean),
+                                             cuda(running_var), cuda(save_mean), cuda(save_invstd), train, eps,
+                                             output_mask));
+}
+
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(cudaStream_t stream, const Tensor& self,
+                                                   at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                                                   at::IntArrayRef padding, at::IntArrayRef dilation,
+                                                   bool ceil_mode) {
+  OnChipStream on(stream);
+  return chip(at::max_pool2d_with_indices(cuda(self), kernel_size, stride, padding, dilation, ceil_mode));
+}
+
+Tensor max_pool2d_with_indices_backward(cudaStream_t stream, const Tensor& grad_output,
+                                        const Tensor& self, at::IntArrayRef kernel_size,
+                                        at::IntArrayRef stride, at::IntArrayRef padding,
+                                        at::IntArrayRef dilation, bool ceil_mode,
+                                        const Tensor& indices) {
+  OnChipStream on(stream);
+  return chip(at::max_pool2d_with_indices_backward(cuda(grad_output), cuda(self), kernel_size, stride, padding,
+                                                   dilation, ceil_mode, cuda(indices)));
+}
+
+Tensor adaptive_avg_pool2d(cudaStream_t stream, const Tensor& self, at::IntArrayRef output_size) {
+  OnChipStream on(stream);
+  return chip(at::_adaptive_avg_pool2d(cuda(self), output_size));
+}
+
+Tensor adaptive_avg_pool2d_backward(cudaStream_t stream, const Tensor& grad_output, const Tensor& self) {
+  OnChipStream on(stream);
+  return chip(at::_adaptive_avg_pool2d_backward(cuda(grad_output), cuda(self)));
+}
+
+Tensor softmax(cudaStream_t stream, const Tensor& self, int64_t dim, bool half_to_float) {
+  OnChipStream on(stream);
+  return chip(at::_softmax(cuda(self), dim, half_to_float));
+}
+
+Tensor softmax_backward(cudaStream_t stream, const Tensor& grad_output, const Tensor& output, int64_t dim,
+                        at::ScalarType input_dtype) {
+  OnChipStream on(stream);
+  return chip(at::_softmax_backward_data(cuda(grad_output), cuda(output), dim, input_dtype));
+}
+
+Tensor log_softmax(cudaStream_t stream, const Tensor& self, int64_t dim, bool half_to_float) {
+  OnChipStream on(stream);
+  return chip(at::_log_softmax(cuda(self), dim, half_to_float));
+}
+
+Tensor log_softmax_backward(cudaStream_t stream, const Tensor& grad_output, const Tensor& output,
+                            int64_t dim, at::ScalarType input_dtype) {
+  OnChipStream on(stream);
+  return chip(at::_log_softmax_backward_data(cuda(grad_output), cuda(output), dim, input_dtype));
+}
+
+std::tuple<Tensor, Tensor> nll_loss_forward(cudaStream_t stream, const Tensor& self, const Tensor& target,
+                                            const std::optional<Tensor>& weight, int64_t reduction,
+                                            int64_t ignore_index) {
+  OnChipStream on(stream);
+  return chip(at::nll_loss_forward(cuda(self), cuda(target), cuda(weight), reduction, ignore_index));
+}
+
+Tensor nll_loss_backward(cudaStream_t stream, const Tensor& grad_output, const Tensor& self,
+                         const Tensor& target, const std::optional<Tensor>& weight, int64_t reduction,
+                         int64_t ignore_index, const Tensor& total_weight) {
+  OnChipStream on(stream);
+  return chip(at::nll_loss_backward(cuda(grad_output), cuda(self), cuda(target), cuda(weight), reduction,
+                                    ignore_index, cuda(total_weight)));
+}
+
+Tensor index_select(cudaStream_t stream, const Tensor& self, int64_t dim, const Tensor& index) {
+  OnChipStream on(stream);
+  return chip(at::index_select(cuda(self), dim, cuda(index)));
+}
+
+Tensor embedding_dense_backward(cudaStream_t stream, const Tensor& grad_output, const Tensor& indices,
+                                int64_t num_weights, int64_t padding_idx, bool scale_grad_by_freq) {
+  OnChipStream on(stream);
+  return chip(at::embedding_dense_backward(cuda(grad_output), cuda(indices), num_weights, padding_idx,
+                                           scale_grad_by_freq));
+}
+
+Tensor& copy_(cudaStream_t stream, Tensor& self, const Tensor& src, bool non_blocking) {
+  OnChipStream on(stream);
+  cuda(self).copy_(cuda(src), non_blocking);
+  return self;
+}
+
+}  // namespace nvgpu::ops
