@@ -78,6 +78,7 @@ _PATTERN_WHAT = {
     r"^[A-Z_][A-Z0-9_]*$": "an environment variable name (A-Z, 0-9, _)",
     r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$": "an aten op name (name or name.overload)",
     r"^[^\x00\n\r]+$": "a path on one line",
+    r"^[^\x00\n\r]+\.(cpp|cc|cxx)$": "a C++ source path on one line, ending in .cpp, .cc or .cxx",
 }
 
 _TYPE_NAMES = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer",
@@ -279,7 +280,8 @@ def _semantic_errors(doc: YamlDocument, base: Path | None = None) -> list[SpecEr
     kernels = data.get("kernels")
     if isinstance(kernels, dict) and isinstance(kernels.get("sources"), list) and base is not None:
         for i, src in enumerate(kernels["sources"]):
-            if isinstance(src, str) and src and not Path(os.path.normpath(base / os.path.expanduser(src))).is_file():
+            if (isinstance(src, str) and re.fullmatch(r"[^\x00\n\r]+\.(cpp|cc|cxx)", src)
+                    and not Path(os.path.normpath(base / os.path.expanduser(src))).is_file()):
                 out.append(doc.error(("kernels", "sources", i), f"kernel source '{src}' does not exist "
                                      f"(looked in {base / src})"))
 

@@ -17,3 +17,17 @@ def _no_default_device_leaks():
     if context is not None:
         torch.set_default_device(None)
         pytest.fail("the test left torch.set_default_device active; restore it with torch.set_default_device(None)")
+
+
+@pytest.fixture(scope="session")
+def npu_backend():
+    """The installed npu backend, (re)built if its inputs changed (a no-op otherwise)."""
+    import subprocess
+
+    from e2e_helpers import ROOT, torchfl_gen
+
+    sdk = subprocess.run(["bash", "simnpu/build.sh"], cwd=ROOT, capture_output=True, text=True)
+    assert sdk.returncode == 0, sdk.stdout + sdk.stderr
+    result = torchfl_gen("build", "specs/npu.yaml")
+    assert result.returncode == 0, result.stderr
+    return result

@@ -11,16 +11,6 @@ import pytest
 from e2e_helpers import ROOT, last_json_line, run_python, torchfl_gen
 
 
-@pytest.fixture(scope="session")
-def npu_backend():
-    """The installed npu backend, (re)built if its inputs changed (a no-op otherwise)."""
-    sdk = subprocess.run(["bash", "simnpu/build.sh"], cwd=ROOT, capture_output=True, text=True)
-    assert sdk.returncode == 0, sdk.stdout + sdk.stderr
-    result = torchfl_gen("build", "specs/npu.yaml")
-    assert result.returncode == 0, result.stderr
-    return result
-
-
 def test_rebuild_with_same_inputs_is_a_no_op(npu_backend):
     again = torchfl_gen("build", "specs/npu.yaml")
     assert again.returncode == 0, again.stderr

@@ -396,7 +396,8 @@ def test_check_the_repo(monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
     result = invoke("check")
     assert result.exit_code == 0, result.output
-    assert result.stdout == "generated/ is up to date for 1 spec(s)\n"
+    specs = len(list((ROOT / "specs").glob("*.yaml")))
+    assert result.stdout == f"generated/ is up to date for {specs} spec(s)\n"
     # From another folder, naming the folders.
     monkeypatch.chdir(tmp_path)
     result = invoke("check", "--specs-dir", str(ROOT / "specs"), "--generated-dir", str(ROOT / "generated"))
@@ -411,6 +412,7 @@ def test_committed_package_is_a_fresh_render(spec):
 @pytest.fixture
 def repo_copy(tmp_path):
     shutil.copytree(ROOT / "specs", tmp_path / "specs")
+    shutil.copytree(ROOT / "chips", tmp_path / "chips")  # sources the nvgpu spec compiles in
     shutil.copytree(ROOT / "generated", tmp_path / "generated", ignore=shutil.ignore_patterns("__pycache__"))
     return tmp_path
 
@@ -543,3 +545,34 @@ def test_spec_file_name_with_a_quote(tmp_path):
     path = write(tmp_path, NPU_TEXT, name='n"pu.yaml')
     spec = load_spec(path)
     assert_valid_sources(render(spec, tmp_path / "generated" / "npu"))
+
+
+# --- a chip whose adaptation code is compiled in (kernels.sources, kernels.toolkit) -----------
+
+NVGPU = ROOT / "specs" / "nvgpu.yaml"
+
+
+def test_kernel_sources_and_cuda_toolkit_reach_the_build(tmp_path):
+    spec = load_spec(NVGPU, display="specs/nvgpu.yaml")
+    files = render(spec, ROOT / "generated" / "nvgpu")
+    setup = files["setup.py"]
+    assert 'KERNEL_SOURCES = ["../../chips/nvgpu/src/nvgpu_kernels.cpp"]' in setup
+    assert "from torch.utils.cpp_extension import BuildExtension, CUDAExtension as Extension" in setup
+    assert "+ [relative(p) for p in resolve(KERNEL_SOURCES)]" in setup
+    ast.parse(setup)
+    # The CPU-only chip keeps the plain C++ extension and lists no sources.
+    npu_setup = render(load_spec(NPU, display="specs/npu.yaml"), COMMITTED)["setup.py"]
+    assert "CppExtension as Extension" in npu_setup and "KERNEL_SOURCES = []" in npu_setup
+    # Both link the shared C++ runtime by name (never a static copy of it).
+    assert '"-l:libstdc++.so.6"' in setup and '"-l:libstdc++.so.6"' in npu_setup
+
+
+def test_kernel_sources_change_the_build_fingerprint(tmp_path):
+    chips = tmp_path / "chips"
+    shutil.copytree(ROOT / "chips", chips)
+    spec_path = write(tmp_path, NVGPU.read_text(encoding="utf-8"), name="nvgpu.yaml")
+    spec = load_spec(spec_path)
+    before = build_mod._inputs_fingerprint(spec, "digest")
+    source = chips / "nvgpu" / "src" / "nvgpu_kernels.cpp"
+    source.write_text(source.read_text() + "\n// edited\n")
+    assert build_mod._inputs_fingerprint(spec, "digest") != before

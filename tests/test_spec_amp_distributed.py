@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from torchfl_gen import amp_lists
 from torchfl_gen.render import render
 from torchfl_gen.spec import load_spec
@@ -133,3 +135,41 @@ def test_spec_without_distributed_generates_no_backend(tmp_path):
     assert spec.distributed is None
     text = render(spec, tmp_path / "generated" / "npu")["torch_fl_npu/spec.py"]
     assert "DIST_BACKEND = ''" in text
+
+
+def _header_with_redispatch_entries(tmp_path, extra: str) -> Path:
+    """The installed autocast header with `extra` appended to its redispatch list (as torch 2.11 has)."""
+    text = Path(amp_lists.header_path()).read_text()
+    marker = "#define AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(_)"
+    assert text.count(marker) == 1
+    header = tmp_path / "autocast_mode.h"
+    header.write_text(text.replace(marker, marker + " \\\n" + extra))
+    return header
+
+
+def test_amp_lists_accept_torch_2_11s_dimname_norm(tmp_path, monkeypatch):
+    entry = ('  _(ADD_NS(norm), "norm.names_ScalarOpt_dim", Tensor(const Tensor&, const std::optional<Scalar>&, '
+             'DimnameList, bool), Tensor(const Tensor&, const std::optional<Scalar>&, DimnameList, bool, ScalarType), '
+             'fp32_append_dtype) \\')
+    header = _header_with_redispatch_entries(tmp_path, entry)
+    monkeypatch.setattr(amp_lists, "header_path", lambda: str(header))
+    amp_lists.cuda_lists.cache_clear()
+    try:
+        assert "norm.names_ScalarOpt_dim" in amp_lists.default_fp32_ops()
+        spec = load_spec(NPU, display=F)
+        autocast = render(spec, tmp_path / "pkg")["csrc/autocast.cpp"]
+        assert ('at::norm, "norm.names_ScalarOpt_dim", Tensor(const Tensor&, const std::optional<Scalar>&, '
+                'at::DimnameList, bool)') in autocast
+    finally:
+        amp_lists.cuda_lists.cache_clear()
+
+
+def test_amp_lists_refuse_an_unknown_redispatch_entry(tmp_path, monkeypatch):
+    header = _header_with_redispatch_entries(tmp_path, '  _(ADD_NS(frob), "frob.Scalar", T(), T(), fp32_append_dtype) \\')
+    monkeypatch.setattr(amp_lists, "header_path", lambda: str(header))
+    amp_lists.cuda_lists.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match=r"lists \['frob.Scalar'\], which torchfl-gen does not know"):
+            amp_lists.cuda_lists()
+    finally:
+        amp_lists.cuda_lists.cache_clear()

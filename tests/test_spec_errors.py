@@ -8,7 +8,8 @@ import pytest
 
 from torchfl_gen import spec as spec_mod
 from torchfl_gen.errors import SpecError, SpecErrors
-from spec_helpers import NPU_TEXT, edit, errors_of, line_of, spec_errors
+from spec_helpers import NPU_TEXT, ROOT, edit, errors_of, line_of, spec_errors, write
+from torchfl_gen.spec import load_spec
 
 F = "specs/npu.yaml"
 
@@ -270,3 +271,21 @@ def test_errors_are_sorted_and_unique():
 def test_too_big_file(tmp_path):
     assert errors_of(tmp_path, NPU_TEXT + "#" * (1 << 20)) == [
         f"{F}:1:1: <document>: file is larger than 1 MiB (1048576 bytes), the most a spec may be"]
+
+
+def test_missing_kernel_source_is_located(tmp_path):
+    nvgpu = (ROOT / "specs" / "nvgpu.yaml").read_text(encoding="utf-8")
+    path = write(tmp_path, nvgpu, name="nvgpu.yaml")  # specs/ of tmp_path: ../chips does not exist there
+    with pytest.raises(SpecErrors) as ei:
+        load_spec(path, display="nvgpu.yaml")
+    line = line_of(nvgpu, "  sources: [../chips/nvgpu/src/nvgpu_kernels.cpp]")
+    assert str(ei.value).startswith(
+        f"nvgpu.yaml:{line}:13: kernels.sources[0]: kernel source '../chips/nvgpu/src/nvgpu_kernels.cpp' "
+        "does not exist (looked in ")
+
+
+def test_kernel_source_must_be_cpp(tmp_path):
+    text = edit(("  headers: [simnpu/simnpu_kernels.h]",
+                 "  headers: [simnpu/simnpu_kernels.h]\n  sources: [kernels.py]"))
+    errors = errors_of(tmp_path, text)
+    assert len(errors) == 1 and "kernels.sources[0]" in errors[0] and "kernels.py" in errors[0]

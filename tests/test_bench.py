@@ -1,0 +1,54 @@
+"""The benchmarks run (on the simulated NPU here) and docs/benchmarks.md is what the committed results give.
+
+Timings are never asserted: only that each script measures what it says, prints one JSON
+record and a table, and writes the record where --out says.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from e2e_helpers import ROOT, last_json_line
+
+
+def bench(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def test_benchmarks_doc_is_generated_from_the_results():
+    proc = bench("bench/report.py", "--check")
+    assert proc.returncode == 0, proc.stderr
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    for section in ("ResNet-50 training step", "Per-op host overhead", "Triton fallback kernels",
+                    "Caching allocator", "`torchfl-gen build` times", "Where the time goes"):
+        assert section in text
+
+
+def test_op_overhead_on_the_simulated_npu(npu_backend, tmp_path):
+    out = tmp_path / "overhead.json"
+    proc = bench("bench/op_overhead.py", "--pair", "npu:cpu", "--calls", "20", "--repeats", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    record = last_json_line(proc.stdout)
+    assert record == json.loads(out.read_text())
+    ops = record["results"]["npu:cpu"]
+    assert {"add (a + b)", "mm 16x16", "empty (allocator)"} <= set(ops)
+    assert all(v["chip_us"] > 0 and v["native_us"] > 0 and v["ratio"] > 0 for v in ops.values())
+    assert "npu vs cpu" in proc.stdout  # the human table
+
+
+def test_allocator_compares_the_cache_with_raw_driver_allocation(npu_backend, tmp_path):
+    out = tmp_path / "allocator.json"
+    proc = bench("bench/allocator.py", "--chip", "npu", "--native", "cpu", "--count", "200", "--raw-count", "20",
+                 "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(out.read_text())
+    assert set(record["results"]) == {"1 KiB", "1 MiB", "64 MiB"}
+    for v in record["results"].values():
+        assert v["raw_pairs_per_s"] > 0 and v["chip_pairs_per_s"] > 0
+
+
+def test_gpu_benchmarks_refuse_clearly_without_the_chip():
+    proc = bench("bench/resnet50.py", "--chip", "nochip")
+    assert proc.returncode != 0
+    assert "torch.nochip is not available" in proc.stderr and "Traceback" not in proc.stderr
