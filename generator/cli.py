@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 invalid spec, 2 usage error (click), 3 build failed,
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -33,12 +34,13 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
-def _load(path: str, *, exit_on_error: bool = True):
-    """The spec at `path`; on errors print them (located) to stderr and exit 1, or return None."""
+def _load(path: str, *, exit_on_error: bool = True, driver_version: str | None = None):
+    """The spec at `path` (for `driver_version`, default its driver.version); on errors print
+    them (located) to stderr and exit 1, or return None."""
     from .spec import load_spec
 
     try:
-        return load_spec(path, display=path)
+        return load_spec(path, display=path, driver_version=driver_version)
     except SpecErrors as errors:
         message = "\n".join(e.format() for e in errors.errors) + f"\n{path}: {len(errors.errors)} error(s)"
         if not exit_on_error:
@@ -76,24 +78,41 @@ def validate(specs: tuple[str, ...]) -> None:
         if spec is None:
             failed += 1
             continue
+        overlays = [_load(path, exit_on_error=False, driver_version=v) for v in spec.driver.versions[1:]]
+        if any(o is None for o in overlays):
+            failed += 1
+            continue
+        versions = f", driver versions {', '.join(spec.driver.versions)}" if overlays else ""
         click.echo(f"{path}: ok ({spec.chip.name}: {len(spec.vendor_ops)} vendor ops, "
-                   f"{len(spec.ops) - len(spec.vendor_ops)} routed, default chain {list(spec.fallback.default)})")
+                   f"{len(spec.ops) - len(spec.vendor_ops)} routed, default chain {list(spec.fallback.default)}"
+                   f"{versions})")
     if failed:
         sys.exit(EXIT_SPEC)
 
 
+def _package_folder(spec) -> str:
+    """generated/<chip> for the spec's driver.version, generated/<chip>-driver<V> for the others."""
+    if spec.driver.version == spec.driver.default_version:
+        return spec.chip.name
+    return f"{spec.chip.name}-driver{spec.driver.version}"
+
+
 def _default_output(spec) -> Path:
-    return Path("generated") / spec.chip.name
+    return Path("generated") / _package_folder(spec)
+
+
+DRIVER_VERSION_HELP = "Build for this driver version (driver.version, or one of driver.versions) [driver.version]."
 
 
 @main.command()
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(file_okay=False), help="Package folder [generated/<chip>].")
-def generate(spec_path: str, output: str | None) -> None:
+@click.option("--driver-version", help=DRIVER_VERSION_HELP)
+def generate(spec_path: str, output: str | None, driver_version: str | None) -> None:
     """Write the backend package for SPEC without compiling it."""
     from .build import BuildError, generate as write_package
 
-    spec = _load(spec_path)
+    spec = _load(spec_path, driver_version=driver_version)
     try:
         result = write_package(spec, Path(output) if output else _default_output(spec))
     except (BuildError, OSError) as error:
@@ -105,15 +124,17 @@ def generate(spec_path: str, output: str | None) -> None:
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(file_okay=False), help="Package folder [generated/<chip>].")
 @click.option("--no-install", is_flag=True, help="Build a wheel instead of installing into this environment.")
+@click.option("--driver-version", help=DRIVER_VERSION_HELP)
 @click.pass_context
-def build(ctx: click.Context, spec_path: str, output: str | None, no_install: bool) -> None:
+def build(ctx: click.Context, spec_path: str, output: str | None, no_install: bool,
+          driver_version: str | None) -> None:
     """Validate SPEC, generate its package, compile (cached) and install it."""
     from .build import BuildError, compile_package, generate as write_package
 
     verbose = ctx.obj["verbose"]
     say = _progress(verbose)
-    say(f"validating {spec_path}")
-    spec = _load(spec_path)
+    say(f"validating {spec_path}" + (f" for driver {driver_version}" if driver_version else ""))
+    spec = _load(spec_path, driver_version=driver_version)
     out = Path(output) if output else _default_output(spec)
     try:
         result = write_package(spec, out)
@@ -126,41 +147,69 @@ def build(ctx: click.Context, spec_path: str, output: str | None, no_install: bo
         click.echo(str(wheel))
 
 
+@main.command("diff")
+@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
+@click.option("--from", "old", required=True, help="Driver version to compare from.")
+@click.option("--to", "new", required=True, help="Driver version to compare to.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def diff_versions(spec_path: str, old: str, new: str, as_json: bool) -> None:
+    """What changes between two driver versions of SPEC: ops gained, lost, re-routed; dtypes."""
+    from .versions import diff, format_diff
+
+    a = _load(spec_path, driver_version=old)
+    b = _load(spec_path, driver_version=new)
+    changes = diff(a, b)
+    click.echo(json.dumps(changes, indent=2, sort_keys=True) if as_json else format_diff(changes))
+
+
 @main.command()
 @click.option("--specs-dir", default="specs", show_default=True, type=click.Path(file_okay=False))
 @click.option("--generated-dir", default="generated", show_default=True, type=click.Path(file_okay=False))
 def check(specs_dir: str, generated_dir: str) -> None:
-    """Fail if any committed generated/<chip>/ differs from what its spec generates."""
-    from .build import is_build_product, same_file
-    from .render import MARKER, render
+    """Fail if any committed generated/<chip>/ (one per declared driver version) differs from what its spec generates."""
+    from .render import MARKER
 
     stale: list[str] = []
     specs = sorted(Path(specs_dir).glob("*.yaml"))
     if not specs:
         _fail(f"no specs in {specs_dir}", EXIT_SPEC)
-    chips: set[str] = set()
+    folders: set[str] = set()
+    builds = 0
     for path in specs:
-        spec = _load(str(path))
-        chips.add(spec.chip.name)
-        out = Path(generated_dir) / spec.chip.name
-        expected = render(spec, out)
-        for rel, text in sorted(expected.items()):
-            target = out / rel
-            if not same_file(target, text):
-                stale.append(str(target) if target.exists() else f"{target} (missing)")
-        if (out / MARKER).exists():
-            for existing in sorted(p for p in out.rglob("*") if p.is_file()):
-                rel = existing.relative_to(out).as_posix()
-                if rel not in expected and not is_build_product(rel, spec):
-                    stale.append(f"{existing} (not generated)")
-    # A generated package whose spec is gone.
+        base = _load(str(path))
+        for version in base.driver.versions:
+            spec = base if version == base.driver.version else _load(str(path), driver_version=version)
+            builds += 1
+            stale += _stale_files(spec, Path(generated_dir) / _package_folder(spec))
+            folders.add(_package_folder(spec))
+    # A generated package whose spec (or driver version) is gone.
     for marker in sorted(Path(generated_dir).glob(f"*/{MARKER}")):
-        if marker.parent.name not in chips:
+        if marker.parent.name not in folders:
             stale.append(f"{marker.parent} (no spec in {specs_dir} generates it)")
     if stale:
-        _fail("stale generated files (run `torchfl-gen generate SPEC` and commit):\n  " + "\n  ".join(stale),
-              EXIT_STALE)
-    click.echo(f"generated/ is up to date for {len(specs)} spec(s)")
+        _fail("stale generated files (run `torchfl-gen generate SPEC [--driver-version V]` and commit):\n  "
+              + "\n  ".join(stale), EXIT_STALE)
+    click.echo(f"generated/ is up to date for {len(specs)} spec(s)"
+               + (f" ({builds} driver versions)" if builds != len(specs) else ""))
+
+
+def _stale_files(spec, out: Path) -> list[str]:
+    """Files of `out` that differ from what `spec` generates, are missing, or are not generated."""
+    from .build import is_build_product, same_file
+    from .render import MARKER, render
+
+    stale: list[str] = []
+    expected = render(spec, out)
+    for rel, text in sorted(expected.items()):
+        target = out / rel
+        if not same_file(target, text):
+            stale.append(str(target) if target.exists() else f"{target} (missing)")
+    if (out / MARKER).exists():
+        for existing in sorted(p for p in out.rglob("*") if p.is_file()):
+            rel = existing.relative_to(out).as_posix()
+            if rel not in expected and not is_build_product(rel, spec):
+                stale.append(f"{existing} (not generated)")
+    return stale
 
 
 @main.command()

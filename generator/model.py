@@ -66,6 +66,12 @@ class Driver:
     status: DriverStatus
     memcpy_kinds: MemcpyKinds
     hooks: tuple[tuple[str, str], ...]  # (hook, symbol) in REQUIRED_HOOKS order
+    # Every version the spec builds: driver.version first, then driver.versions in order.
+    versions: tuple[str, ...] = ()
+
+    @property
+    def default_version(self) -> str:
+        return self.versions[0] if self.versions else self.version
 
     @property
     def version_code(self) -> int:

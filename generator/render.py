@@ -202,6 +202,8 @@ def render(spec: ChipSpec, output_dir: Path) -> dict[str, str]:
         "generator_version": __version__,
         "spec_source": source,
         "spec_digest": spec.spec_sha256[:16],
+        "build_command": f"torchfl-gen build {source}" + (
+            f" --driver-version {spec.driver.version}" if spec.driver.version != spec.driver.default_version else ""),
         "package_version": f"{__version__}+driver{spec.driver.version}",
         "wrappers": vendor_wrappers(spec),
         "dtype_enum": DTYPE_ENUM,

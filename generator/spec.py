@@ -123,8 +123,19 @@ def _did_you_mean(word: str, choices) -> str:
     return f" (did you mean '{m}'?)" if m else ""
 
 
+def _unwrap_nullable(e) -> list:
+    """`oneOf: [X, null]` (an overlay entry or null): report why the value is not an X."""
+    branches = e.validator_value if e.validator == "oneOf" else None
+    if isinstance(branches, list) and {"type": "null"} in branches and e.instance is not None:
+        index = next(i for i, branch in enumerate(branches) if branch != {"type": "null"})
+        inner = [c for c in e.context if c.relative_schema_path and c.relative_schema_path[0] == index]
+        if inner:
+            return inner
+    return [e]
+
+
 def _schema_errors(doc: YamlDocument) -> list[SpecError]:
-    errors = list(_validator().iter_errors(doc.data))
+    errors = [inner for e in _validator().iter_errors(doc.data) for inner in _unwrap_nullable(e)]
     # A misspelled key also makes its key "missing": report only the misspelling.
     suggested: set[tuple] = set()
     for e in errors:
@@ -153,7 +164,8 @@ def _schema_errors(doc: YamlDocument) -> list[SpecError]:
                 if key not in inst and (path, key) not in suggested:
                     out.append(doc.error(path, f"missing required key '{key}'", at="key"))
         elif "propertyNames" in e.schema_path:
-            out.append(doc.error(path + (inst,), f"invalid op name '{inst}': must be "
+            what = "op name" if path and path[-1] == "ops" else "key"
+            out.append(doc.error(path + (inst,), f"invalid {what} '{inst}': must be "
                                  + _PATTERN_WHAT.get(val, f"matching {val}") if kind == "pattern"
                                  else f"invalid key '{inst}'", at="key", shown_path=path))
         elif kind == "type":
@@ -218,6 +230,95 @@ def _get(d: Any, *keys: str) -> Any:
     return d
 
 
+def _op_errors(doc: YamlDocument, ops: dict, prefix: tuple) -> tuple[list[SpecError], tuple | None]:
+    """Checks of op entries (the spec's `ops`, or a driver overlay's) against the running torch."""
+    from . import torch_ops
+
+    out: list[SpecError] = []
+    first_kernel_path = None
+    op_re = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$")
+    for op, entry in ops.items():
+        if not op_re.match(op):
+            continue   # reported by the schema
+        if torch_ops.lookup(op) is None:
+            s = torch_ops.suggest(op)
+            out.append(doc.error((*prefix, op), f"unknown aten op '{op}'"
+                                 + (f" (did you mean '{s}'?)" if s else ""), at="key", shown_path=prefix))
+        elif not torch_ops.in_running_torch(op):
+            out.append(doc.error((*prefix, op), f"aten op '{op}' is in torchgen's native_functions.yaml "
+                                 "but not in the running torch", at="key", shown_path=prefix,
+                                 hint="torch and torchgen disagree; reinstall torch"))
+        elif torch_ops.is_composite_implicit(op):
+            out.append(doc.error((*prefix, op), f"aten op '{op}' is CompositeImplicitAutograd: it decomposes "
+                                 "before it reaches a backend; map the ops it decomposes into",
+                                 at="key", shown_path=prefix))
+        if not isinstance(entry, dict):
+            continue  # null in a driver overlay: the op is removed
+        if entry.get("kernel") is not None and first_kernel_path is None:
+            first_kernel_path = (*prefix, op, "kernel")
+        if entry.get("require") == "vendor":
+            if "kernel" not in entry:
+                out.append(doc.error((*prefix, op, "require"), "'require: vendor' needs a 'kernel'",
+                                     at="key", hint="name the vendor kernel, or drop 'require'"))
+            elif isinstance(entry.get("fallback"), list) and entry["fallback"]:
+                out.append(doc.error((*prefix, op, "fallback"), "'require: vendor' forbids a fallback",
+                                     at="key"))
+        chain = entry.get("fallback")
+        if isinstance(chain, list) and "triton" in chain and torch_ops.lookup(op) is not None:
+            from torch_fl.triton_ops import SUPPORTED_OPS
+
+            if op not in SUPPORTED_OPS:
+                i = chain.index("triton")
+                out.append(doc.error((*prefix, op, "fallback", i),
+                                     f"the shared Triton library has no kernel for '{op}'"
+                                     + _did_you_mean(op, SUPPORTED_OPS),
+                                     hint="drop 'triton' from this chain, or give the op a vendor kernel"))
+    return out, first_kernel_path
+
+
+def _driver_version_errors(doc: YamlDocument, data: dict, ops: dict) -> list[SpecError]:
+    """The overlays of `driver.versions`: their versions, ops and dtypes."""
+    from . import torch_ops
+
+    out: list[SpecError] = []
+    versions = _get(data, "driver", "versions")
+    if not isinstance(versions, dict):
+        return out
+    default = _get(data, "driver", "version")
+    dtypes = data.get("dtypes") if isinstance(data.get("dtypes"), list) else []
+    for version, overlay in versions.items():
+        path = ("driver", "versions", version)
+        if not re.fullmatch(r"[0-9]+\.[0-9]+", version):
+            continue  # reported by the schema
+        if version == default:
+            out.append(doc.error(path, f"'{version}' is driver.version itself", at="key",
+                                 hint="an overlay describes another driver version"))
+        elif int(version.partition(".")[2]) >= 100:
+            out.append(doc.error(path, f"minor version of '{version}' must be below 100 "
+                                 "(it is encoded as MAJOR*1000 + MINOR*10)", at="key"))
+        if not isinstance(overlay, dict):
+            continue
+        overlay_ops = overlay.get("ops")
+        if isinstance(overlay_ops, dict):
+            errors, _ = _op_errors(doc, overlay_ops, path + ("ops",))
+            out += errors
+            for op, entry in overlay_ops.items():
+                if entry is None and op not in ops and torch_ops.lookup(op) is not None:
+                    out.append(doc.error(path + ("ops", op), f"'{op}' is removed for driver {version} but "
+                                         "`ops` does not name it", at="key"))
+            if any(isinstance(e, dict) and e.get("kernel") for e in overlay_ops.values()) and "kernels" not in data:
+                out.append(doc.error(path + ("ops",), "an op has a kernel but the spec has no 'kernels' section",
+                                     at="key"))
+        overlay_dtypes = overlay.get("dtypes")
+        amp_dtypes = _get(data, "amp", "dtypes")
+        if isinstance(overlay_dtypes, list) and isinstance(amp_dtypes, list):
+            for dt in amp_dtypes:
+                if isinstance(dt, str) and dt not in overlay_dtypes:
+                    out.append(doc.error(path + ("dtypes",), f"amp dtype '{dt}' is not among driver {version}'s "
+                                         "dtypes", hint="list it, or drop it from amp.dtypes"))
+    return out
+
+
 def _semantic_errors(doc: YamlDocument, base: Path | None = None) -> list[SpecError]:
     """Checks the schema cannot express; `base` is the spec's folder (paths are relative to it)."""
     from . import torch_ops
@@ -239,43 +340,9 @@ def _semantic_errors(doc: YamlDocument, base: Path | None = None) -> list[SpecEr
     ops = data.get("ops")
     first_kernel_path = None
     if isinstance(ops, dict):
-        op_re = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$")
-        for op, entry in ops.items():
-            if not op_re.match(op):
-                continue   # reported by the schema
-            if torch_ops.lookup(op) is None:
-                s = torch_ops.suggest(op)
-                out.append(doc.error(("ops", op), f"unknown aten op '{op}'"
-                                     + (f" (did you mean '{s}'?)" if s else ""), at="key", shown_path=("ops",)))
-            elif not torch_ops.in_running_torch(op):
-                out.append(doc.error(("ops", op), f"aten op '{op}' is in torchgen's native_functions.yaml "
-                                     "but not in the running torch", at="key", shown_path=("ops",),
-                                     hint="torch and torchgen disagree; reinstall torch"))
-            elif torch_ops.is_composite_implicit(op):
-                out.append(doc.error(("ops", op), f"aten op '{op}' is CompositeImplicitAutograd: it decomposes "
-                                     "before it reaches a backend; map the ops it decomposes into",
-                                     at="key", shown_path=("ops",)))
-            if not isinstance(entry, dict):
-                continue
-            if entry.get("kernel") is not None and first_kernel_path is None:
-                first_kernel_path = ("ops", op, "kernel")
-            if entry.get("require") == "vendor":
-                if "kernel" not in entry:
-                    out.append(doc.error(("ops", op, "require"), "'require: vendor' needs a 'kernel'",
-                                         at="key", hint="name the vendor kernel, or drop 'require'"))
-                elif isinstance(entry.get("fallback"), list) and entry["fallback"]:
-                    out.append(doc.error(("ops", op, "fallback"), "'require: vendor' forbids a fallback",
-                                         at="key"))
-            chain = entry.get("fallback")
-            if isinstance(chain, list) and "triton" in chain and torch_ops.lookup(op) is not None:
-                from torch_fl.triton_ops import SUPPORTED_OPS
-
-                if op not in SUPPORTED_OPS:
-                    i = chain.index("triton")
-                    out.append(doc.error(("ops", op, "fallback", i),
-                                         f"the shared Triton library has no kernel for '{op}'"
-                                         + _did_you_mean(op, SUPPORTED_OPS),
-                                         hint="drop 'triton' from this chain, or give the op a vendor kernel"))
+        errors, first_kernel_path = _op_errors(doc, ops, ("ops",))
+        out += errors
+    out += _driver_version_errors(doc, data, ops if isinstance(ops, dict) else {})
 
     kernels = data.get("kernels")
     if isinstance(kernels, dict) and isinstance(kernels.get("sources"), list) and base is not None:
@@ -356,10 +423,32 @@ def _abs_paths(items, base: Path) -> tuple[Path, ...]:
     return tuple(Path(os.path.normpath(base / os.path.expanduser(p))) for p in items)
 
 
-def _build(doc: YamlDocument, source: Path, display: str, raw: bytes) -> model.ChipSpec:
+def _overlay_for(doc: YamlDocument, driver_version: str | None) -> tuple[str, tuple, dict | None]:
+    """(version, path of its overlay, overlay) for the build asked for; raises when undeclared."""
+    drv = doc.data["driver"]
+    versions = drv.get("versions") or {}
+    if driver_version is None or driver_version == drv["version"]:
+        return drv["version"], ("ops",), None
+    if driver_version not in versions:
+        declared = ", ".join([drv["version"]] + sorted(versions, key=_version_key))
+        line, col = doc.value_loc(("driver", "version"))
+        raise SpecErrors([SpecError(doc.file, line, col, "driver.version",
+                                    f"driver version '{driver_version}' is not declared (this spec builds: "
+                                    f"{declared}); add it under driver.versions")])
+    return driver_version, ("driver", "versions", driver_version, "ops"), versions[driver_version] or {}
+
+
+def _version_key(version: str) -> tuple[int, int]:
+    major, _, minor = version.partition(".")
+    return int(major), int(minor)
+
+
+def _build(doc: YamlDocument, source: Path, display: str, raw: bytes,
+           driver_version: str | None = None) -> model.ChipSpec:
     from . import torch_ops
 
     d = doc.data
+    version, overlay_path, overlay = _overlay_for(doc, driver_version)
     base = source.parent
     chip = d["chip"]
     drv = d["driver"]
@@ -376,15 +465,22 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes) -> model.C
             sources=_abs_paths(k.get("sources", []), base),
             toolkit=k.get("toolkit", "none"),
         )
+    # op -> (entry, where it is written): the spec's ops, then the driver overlay's.
+    entries = {name: (entry, ("ops", name)) for name, entry in (d.get("ops") or {}).items()}
+    for name, entry in ((overlay or {}).get("ops") or {}).items():
+        if entry is None:
+            entries.pop(name, None)
+        else:
+            entries[name] = (entry, overlay_path + (name,))
     ops = []
-    for name, entry in (d.get("ops") or {}).items():
+    for name, (entry, where) in entries.items():
         ops.append(model.OpEntry(
             name=name,
             kernel=entry.get("kernel"),
             fallback=tuple(entry.get("fallback", ())),
             require_vendor=entry.get("require") == "vendor",
             signature=torch_ops.signature(name),
-            line=doc.key_loc(("ops", name))[0],
+            line=doc.key_loc(where)[0],
         ))
     fb = d.get("fallback") or {}
     amp = d.get("amp")
@@ -404,14 +500,15 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes) -> model.C
             libraries=tuple(drv["libraries"]),
             search_paths=_abs_paths(drv.get("search_paths", []), base),
             home_env=drv.get("home_env"),
-            version=drv["version"],
+            version=version,
+            versions=tuple([drv["version"]] + sorted(drv.get("versions") or {}, key=_version_key)),
             status=model.DriverStatus(**{f: drv["status"][f] for f in ("success", "not_ready", "out_of_memory")}),
             memcpy_kinds=model.MemcpyKinds(**{f: drv["memcpy_kinds"][f] for f in (
                 "host_to_host", "host_to_device", "device_to_host", "device_to_device")}),
             hooks=tuple((h, hooks[h]) for h in model.REQUIRED_HOOKS),
         ),
         kernels=kernels,
-        dtypes=tuple(d["dtypes"]),
+        dtypes=tuple((overlay or {}).get("dtypes") or d["dtypes"]),
         ops=tuple(ops),
         fallback=model.FallbackPolicy(default=tuple(fb.get("default", ("cpu",))), warn=fb.get("warn", "once"),
                                       triton=fb.get("triton", "compile")),
@@ -444,8 +541,12 @@ def _internal(display: str, stage: str, e: Exception) -> SpecErrors:
                                  hint="this is a torchfl-gen bug; please report it with the spec")])
 
 
-def parse_spec_bytes(raw: bytes, source: str | Path, display: str | None = None) -> model.ChipSpec:
-    """Validate spec bytes as if read from ``source``; raises SpecErrors."""
+def parse_spec_bytes(raw: bytes, source: str | Path, display: str | None = None,
+                     driver_version: str | None = None) -> model.ChipSpec:
+    """Validate spec bytes as if read from ``source``; raises SpecErrors.
+
+    ``driver_version``: build the spec for this driver version (its `driver.versions`
+    overlay applied); default `driver.version`."""
     source = Path(os.path.normpath(Path(source).absolute()))
     shown = display if display is not None else str(source)
     try:
@@ -470,12 +571,14 @@ def parse_spec_bytes(raw: bytes, source: str | Path, display: str | None = None)
     if errors:
         raise SpecErrors(errors)
     try:
-        return _build(doc, source, shown, raw)
+        return _build(doc, source, shown, raw, driver_version)
+    except SpecErrors:
+        raise
     except Exception as e:
         raise _internal(shown, "building the spec model", e) from e
 
 
-def load_spec(path: str | Path, display: str | None = None) -> model.ChipSpec:
+def load_spec(path: str | Path, display: str | None = None, driver_version: str | None = None) -> model.ChipSpec:
     """Load and validate the chip spec at ``path``.
 
     ``display`` is how the file is named in messages (default: ``path`` as given).
@@ -487,7 +590,7 @@ def load_spec(path: str | Path, display: str | None = None) -> model.ChipSpec:
             raw = fh.read(MAX_BYTES + 1)
     except OSError as e:
         raise SpecErrors([SpecError(shown, 1, 1, "", f"cannot read spec: {e.strerror or e}")]) from None
-    return parse_spec_bytes(raw, path, shown)
+    return parse_spec_bytes(raw, path, shown, driver_version)
 
 
 __all__ = ["load_spec", "parse_spec_bytes", "load_schema", "is_builtin_device_type",

@@ -386,6 +386,7 @@ def test_build_products_survive_regeneration(tmp_path):
     assert generate(spec, out).changed == ("csrc/ops.cpp",)
     for rel, data in BUILD_PRODUCTS.items():
         assert (out / rel).read_bytes() == data, rel
+    generate(load_spec(spec.source, driver_version="2.0"), tmp_path / "generated" / "npu-driver2.0")
     result = invoke("check", "--specs-dir", str(tmp_path / "specs"), "--generated-dir", str(tmp_path / "generated"))
     assert result.exit_code == 0, result.output
 
@@ -397,7 +398,7 @@ def test_check_the_repo(monkeypatch, tmp_path):
     result = invoke("check")
     assert result.exit_code == 0, result.output
     specs = len(list((ROOT / "specs").glob("*.yaml")))
-    assert result.stdout == f"generated/ is up to date for {specs} spec(s)\n"
+    assert result.stdout.startswith(f"generated/ is up to date for {specs} spec(s) (")
     # From another folder, naming the folders.
     monkeypatch.chdir(tmp_path)
     result = invoke("check", "--specs-dir", str(ROOT / "specs"), "--generated-dir", str(ROOT / "generated"))

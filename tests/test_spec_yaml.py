@@ -5,7 +5,7 @@ import pytest
 
 from torchfl_gen.errors import SpecErrors
 from torchfl_gen.yaml_loader import MAX_BYTES, format_path, load_yaml_bytes, load_yaml_text
-from spec_helpers import NPU
+from spec_helpers import NPU, NPU_TEXT, line_of
 
 
 def errs(text, file="f.yaml"):
@@ -17,10 +17,11 @@ def errs(text, file="f.yaml"):
 def test_locations_of_keys_and_values():
     doc = load_yaml_bytes(NPU.read_bytes(), "npu.yaml")
     assert doc.data["driver"]["version"] == "2.1"
-    assert doc.key_loc(("ops", "add.Tensor")) == (67, 3)
-    assert doc.value_loc(("ops", "add.Tensor")) == (67, 15)
-    assert doc.key_loc(("ops", "add.Tensor", "kernel")) == (67, 16)
-    assert doc.value_loc(("ops", "add.Tensor", "kernel")) == (67, 24)
+    add = line_of(NPU_TEXT, "  add.Tensor: {kernel: add}")
+    assert doc.key_loc(("ops", "add.Tensor")) == (add, 3)
+    assert doc.value_loc(("ops", "add.Tensor")) == (add, 15)
+    assert doc.key_loc(("ops", "add.Tensor", "kernel")) == (add, 16)
+    assert doc.value_loc(("ops", "add.Tensor", "kernel")) == (add, 24)
     assert doc.key_loc(("driver", "hooks", "malloc")) == (36, 5)
     assert doc.value_loc(("driver", "libraries", 0)) == (17, 7)
     assert doc.key_loc(("driver", "memcpy_kinds", "device_to_host")) == (28, 54)

@@ -38,14 +38,35 @@ DtypePolicy& dtype_policy() {
   return *policy;
 }
 
+// A dtype as torch and the spec spell it (torch.complex64), not as C++ does (ComplexFloat).
+std::string torch_dtype_name(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::kFloat: return "float32";
+    case c10::kDouble: return "float64";
+    case c10::kHalf: return "float16";
+    case c10::kBFloat16: return "bfloat16";
+    case c10::kChar: return "int8";
+    case c10::kByte: return "uint8";
+    case c10::kShort: return "int16";
+    case c10::kInt: return "int32";
+    case c10::kLong: return "int64";
+    case c10::kBool: return "bool";
+    case c10::kComplexFloat: return "complex64";
+    case c10::kComplexDouble: return "complex128";
+    default: return c10::toString(dtype);
+  }
+}
+
 void check_dtype(c10::ScalarType dtype) {
   const auto& policy = dtype_policy();
   if (policy.supported.empty()) return;
   for (auto allowed : policy.supported) {
     if (allowed == dtype) return;
   }
-  TORCH_CHECK_TYPE(false, "chip '", Driver::instance().description().chip, "' does not support dtype ",
-                   c10::toString(dtype), " (spec ", policy.spec, " lists dtypes: ", policy.listed, ")");
+  const auto& description = Driver::instance().description();
+  TORCH_CHECK_TYPE(false, "chip '", description.chip, "' does not support dtype torch.", torch_dtype_name(dtype),
+                   " (spec ", policy.spec, ", driver ", description.built_version, ", lists dtypes: ",
+                   policy.listed, ")");
 }
 
 const DriverDescription& desc() { return Driver::instance().description(); }
