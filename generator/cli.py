@@ -142,9 +142,60 @@ def build(ctx: click.Context, spec_path: str, output: str | None, no_install: bo
         wheel = compile_package(spec, result, install=not no_install, verbose=verbose, progress=say)
     except (BuildError, OSError) as error:
         _fail(f"error: {error}", EXIT_BUILD)
+    _record_build(spec, say)
     if wheel is not None:
         say(f"built {wheel}")
         click.echo(str(wheel))
+
+
+def _record_build(spec, say) -> None:
+    """A line for the compatibility matrix (torchfl-gen compat); never fails the build."""
+    from .compat import BUILDS_FILE, append_record, build_record
+
+    try:
+        append_record(build_record(spec))
+    except OSError as error:
+        say(f"note: could not record the build in {BUILDS_FILE}: {error}")
+
+
+@main.command()
+@click.argument("spec_paths", metavar="[SPEC]...", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--records", default="docs/compat/records.jsonl", show_default=True, type=click.Path(dir_okay=False),
+              help="The committed records the matrix is rendered from.")
+@click.option("--add", "added", multiple=True, type=click.Path(dir_okay=False, exists=True),
+              help="Merge these record files first (.torchfl/builds.jsonl, .torchfl/suite-<chip>.jsonl).")
+@click.option("--out", default="docs/compat.md", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--check", is_flag=True, help="Fail if --out is not what the records and specs give.")
+def compat(spec_paths: tuple[str, ...], records: str, added: tuple[str, ...], out: str, check: bool) -> None:
+    """Render the driver x torch compatibility matrix of SPECs (default: specs/*.yaml)."""
+    from . import compat as compat_mod
+
+    paths = list(spec_paths) or sorted(str(p) for p in Path("specs").glob("*.yaml"))
+    specs = {}
+    for path in paths:
+        base = _load(path)
+        specs[path] = [base] + [_load(path, driver_version=v) for v in base.driver.versions[1:]]
+    records_path = Path(records)
+    try:
+        existing = compat_mod.load_records([records_path] if records_path.exists() else [])
+        chips = {builds[0].chip.name for builds in specs.values()}  # records of test variants are left out
+        fresh = [r for r in compat_mod.load_records([Path(a) for a in added]) if r["chip"] in chips]
+        merged = compat_mod.merge(existing + fresh)
+    except (ValueError, OSError) as error:
+        _fail(f"error: {error}", EXIT_RESULTS)
+    text = compat_mod.render(specs, merged, records_path.as_posix())
+    if check:
+        if not Path(out).is_file() or Path(out).read_text(encoding="utf-8") != text or merged != existing:
+            _fail(f"{out} is stale: run `torchfl-gen compat` and commit it", EXIT_STALE)
+        click.echo(f"{out} is up to date ({len(merged)} records)")
+        return
+    if added:
+        records_path.parent.mkdir(parents=True, exist_ok=True)
+        records_path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in merged), encoding="utf-8")
+        click.echo(f"wrote {records_path} ({len(merged)} records)")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(text, encoding="utf-8")
+    click.echo(f"wrote {out}")
 
 
 @main.command("diff")

@@ -28,7 +28,8 @@ def driverless_chip(tmp_path_factory):
     text = (ROOT / "specs" / "npu.yaml").read_text().replace("../generator/schema", str(ROOT / "generator" / "schema"))
     for old, new in VARIANT_SPEC_EDITS.items():
         text = text.replace(old, new)
-    for first, last in (("kernels:\n", "dtypes:"), ("ops:\n", "# Ops the spec does not name")):
+    for first, last in (("  # Other SDK releases", "\nkernels:\n"), ("\nkernels:\n", "\ndtypes:"),
+                        ("\nops:\n", "\n# Ops the spec does not name")):
         text = text[:text.index(first)] + text[text.index(last):]
     (root / "variant.yaml").write_text(text)
     build = subprocess.run(["flock", "/tmp/torchfl-build.lock", sys.executable, "-m", "torchfl_gen", "build",

@@ -124,7 +124,8 @@ def variant_backend(tmp_path_factory, npu_backend):
     for old, new in VARIANT_SPEC_EDITS.items():
         assert old in text, old
         text = text.replace(old, new)
-    for first, last in (("kernels:\n", "dtypes:"), ("ops:\n", "# Ops the spec does not name")):
+    for first, last in (("  # Other SDK releases", "\nkernels:\n"), ("\nkernels:\n", "\ndtypes:"),
+                        ("\nops:\n", "\n# Ops the spec does not name")):
         text = text[:text.index(first)] + text[text.index(last):]  # no kernels, no ops: all on the CPU chain
     (root / "variant.yaml").write_text(text)
     result = torchfl_gen("build", str(root / "variant.yaml"), "--output", str(root / "pkg"), "--no-install")

@@ -203,3 +203,42 @@ def pytest_terminal_summary(terminalreporter, config):
     if state is not None:
         state["file"].close()
         terminalreporter.write_line(f"OpInfo results: {state['path']} (torchfl-gen matrix specs/nvgpu.yaml)")
+
+
+# -- a record of this run for the driver x torch compatibility matrix (torchfl-gen compat) ----
+
+def pytest_sessionfinish(session, exitstatus):
+    """Appends {chip, driver, torch, machine, passed, failed} to .torchfl/suite-nvgpu.jsonl."""
+    import datetime
+    import json
+    import platform
+    from pathlib import Path
+
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    here = Path(__file__).resolve().parent  # count this suite's tests only, not others of the session
+
+    def ours(report) -> bool:
+        nodeid = getattr(report, "nodeid", "")
+        return bool(nodeid) and (session.config.rootpath / nodeid.split("::")[0]).resolve().is_relative_to(here)
+
+    counts = {key: sum(1 for r in reporter.stats.get(key, []) if ours(r))
+              for key in ("passed", "failed", "error", "skipped")}
+    if not counts["passed"] + counts["failed"] + counts["error"]:
+        return
+    try:
+        from torch_fl_nvgpu import spec
+
+        machine = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"{platform.machine()} CPU host"
+        record = {"kind": "suite", "chip": spec.CHIP, "driver": spec.DRIVER_VERSION, "torch": torch.__version__,
+                  "python": platform.python_version(), "machine": machine, "passed": counts["passed"],
+                  "failed": counts["failed"], "errors": counts["error"], "skipped": counts["skipped"],
+                  "selection": " ".join(str(a) for a in session.config.args),
+                  "date": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()}
+        path = Path(".torchfl") / "suite-nvgpu.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, sort_keys=True) + "\n")
+    except Exception as error:  # noqa: BLE001 - a record must never fail the suite
+        print(f"note: could not record this run for torchfl-gen compat: {error}")
