@@ -23,12 +23,15 @@ lib = os.path.join(os.path.dirname(torch.__file__), "lib")
 print(f"TORCH_INC='{inc}'")
 print(f"TORCH_LIB='{lib}'")
 print(f"TORCH_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}")
+major, minor = (int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+print(f"TORCH_CXX_STANDARD={20 if (major, minor) >= (2, 14) else 17}")  # 2.14's headers require C++20
 PYEOF
     mv "$BUILD/torch.env.tmp" "$BUILD/torch.env"
   fi
   # shellcheck disable=SC1091
   source "$BUILD/torch.env"
-  args+=(-DSIMNPU_TORCH_INCLUDE_DIRS="$TORCH_INC" -DSIMNPU_TORCH_LIB_DIR="$TORCH_LIB" -DSIMNPU_TORCH_CXX11_ABI="$TORCH_ABI")
+  args+=(-DSIMNPU_TORCH_INCLUDE_DIRS="$TORCH_INC" -DSIMNPU_TORCH_LIB_DIR="$TORCH_LIB" -DSIMNPU_TORCH_CXX11_ABI="$TORCH_ABI"
+         -DSIMNPU_CXX_STANDARD="${TORCH_CXX_STANDARD:-17}")
 fi
 
 stamp="$BUILD/.configured.$(echo "${args[*]}" | md5sum | cut -c1-12)"

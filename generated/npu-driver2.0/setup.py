@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+import torch
 import torch_fl
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension as Extension
@@ -39,6 +40,12 @@ def write_build_record():
     (HERE / PACKAGE / "_build.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
+# The C++ standard of the torch found at build time: 2.14's headers require C++20;
+# up to 2.13 they are written for C++17.
+TORCH_VERSION = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+CXX_STANDARD = "-std=c++20" if TORCH_VERSION >= (2, 14) else "-std=c++17"
+
+
 def relative(path):
     """setuptools wants sources relative to this folder, even the runtime's."""
     return os.path.relpath(path, HERE)
@@ -62,7 +69,7 @@ setup(
             + [relative(p) for p in resolve(KERNEL_SOURCES)],
             include_dirs=[str(runtime / "include")] + resolve(KERNEL_INCLUDE_DIRS),
             library_dirs=resolve(KERNEL_LIBRARY_DIRS),
-            extra_compile_args=["-O2", "-std=c++17"],
+            extra_compile_args=["-O2", CXX_STANDARD],
             # The kernels are referenced weakly (a kernel the library lacks takes the
             # op's fallback chain), so keep the library even where the linker defaults
             # to --as-needed, which drops libraries referenced only weakly.
