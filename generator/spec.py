@@ -285,7 +285,6 @@ def _driver_version_errors(doc: YamlDocument, data: dict, ops: dict) -> list[Spe
     if not isinstance(versions, dict):
         return out
     default = _get(data, "driver", "version")
-    dtypes = data.get("dtypes") if isinstance(data.get("dtypes"), list) else []
     for version, overlay in versions.items():
         path = ("driver", "versions", version)
         if not re.fullmatch(r"[0-9]+\.[0-9]+", version):
@@ -321,8 +320,6 @@ def _driver_version_errors(doc: YamlDocument, data: dict, ops: dict) -> list[Spe
 
 def _semantic_errors(doc: YamlDocument, base: Path | None = None) -> list[SpecError]:
     """Checks the schema cannot express; `base` is the spec's folder (paths are relative to it)."""
-    from . import torch_ops
-
     data = doc.data if isinstance(doc.data, dict) else {}
     out: list[SpecError] = []
 
