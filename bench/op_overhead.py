@@ -25,6 +25,7 @@ def _ops():
     return {
         "add (a + b)": (tensors, lambda s: s[0] + s[1]),
         "mul by scalar (a * 2)": (tensors, lambda s: s[0] * 2.0),
+        "add_ with alpha (SGD step)": (tensors, lambda s: s[0].add_(s[1], alpha=-1e-3)),
         "relu": (tensors, lambda s: torch.relu(s[0])),
         "sum": (tensors, lambda s: s[0].sum()),
         "mm 16x16": (tensors, lambda s: torch.mm(s[0], s[1])),

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds the nvgpu backend on a CUDA machine, runs its generated suite, then the
 # benchmarks. Usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]
-# Stages: setup build test bench (default: all). Logs and results JSON land in OUTDIR.
+# Stages: setup build test triton bench (default: all). Logs and results JSON land in OUTDIR.
 set -u
 out=${1:?usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]}
 shift
-stages=${*:-setup build test bench}
+stages=${*:-setup build test triton bench}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 has() { [[ " $stages " == *" $1 "* ]]; }
@@ -29,8 +29,28 @@ fi
 
 if has test; then
   # PYTEST_ARGS: extra pytest arguments, e.g. -k to select tests.
-  timeout "${TEST_TIMEOUT:-300}" python3 -X faulthandler -m pytest generated/nvgpu/tests -q -p no:cacheprovider -rf \
+  # The device machine lends one GPU: the two-device test is reported skipped there.
+  TORCHFL_TEST_ONE_DEVICE=1 timeout "${TEST_TIMEOUT:-300}" python3 -X faulthandler -m pytest generated/nvgpu/tests -q -p no:cacheprovider -rf \
     ${PYTEST_ARGS:-} 2>&1 | tee "$out/tests.log"
+fi
+
+if has triton; then
+  # The Triton kernel tests with the kernels compiled for the GPU (no interpreter), in
+  # shards side by side: most of their time is compiling kernels, one core each.
+  export TORCHFL_TRITON_TEST_DEVICE=cuda
+  shards=$(mktemp -d)
+  python3 -m pytest --noconftest --co -q -p no:cacheprovider tests/test_triton_ops.py tests/test_triton_fft.py \
+    | grep '::' > "$shards/ids"
+  split -n "r/${TRITON_SHARDS:-8}" "$shards/ids" "$shards/shard-"
+  for shard in "$shards"/shard-*; do
+    xargs -a "$shard" -d '\n' timeout "${TRITON_TIMEOUT:-420}" python3 -m pytest --noconftest -v \
+      -p no:cacheprovider -rf > "$shard.log" 2>&1 &
+  done
+  wait
+  unset TORCHFL_TRITON_TEST_DEVICE
+  cat "$shards"/shard-*.log > "$out/triton-cuda.log"
+  grep -hE '^(FAILED|ERROR)|^=+ .*(passed|failed)' "$shards"/shard-*.log
+  rm -r "$shards"
 fi
 
 if has bench; then
@@ -39,5 +59,6 @@ if has bench; then
     timeout 120 python3 bench/triton_kernels.py --out "$out/triton_kernels.json"
     timeout 60 python3 bench/op_overhead.py --pair nvgpu:cuda --out "$out/op_overhead-nvgpu.json"
     timeout 60 python3 bench/allocator.py --chip nvgpu --native cuda --out "$out/allocator-nvgpu.json"
+    timeout 120 python3 bench/profile_op.py --chip nvgpu --calls 1000 --out "$out/profile-nvgpu.txt"
   } 2>&1 | tee "$out/bench.log"
 fi

@@ -1,0 +1,68 @@
+"""Where the host time of one small op goes: cProfile over a loop of calls on a chip.
+
+The ops are op_overhead.py's. For each, the loop runs once to warm up, then under
+cProfile; the report lists the functions with the most own time per call, so a
+regression in the Python path (the Triton route, its wrappers, Triton's launcher)
+shows by name. A diagnostic, not a figure of docs/benchmarks.md.
+
+  python bench/profile_op.py --chip nvgpu --calls 2000 --out bench/results/h200/profile-nvgpu.txt
+"""
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402
+import op_overhead  # noqa: E402
+
+
+def profile(op, state, device: str, calls: int, top: int) -> tuple[float, str]:
+    for _ in range(min(calls, 50)):
+        op(state)
+    _common.synchronize(device)
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.enable()
+    for _ in range(calls):
+        op(state)
+    _common.synchronize(device)
+    profiler.disable()
+    us = (time.perf_counter() - start) / calls * 1e6
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
+    return us, text.getvalue()
+
+
+def main(argv=None):
+    p = _common.parser(__doc__)
+    p.add_argument("--chip", default="nvgpu")
+    p.add_argument("--op", action="append", help="op name as in op_overhead.py (repeatable; default all)")
+    p.add_argument("--calls", type=int, default=2000)
+    p.add_argument("--top", type=int, default=25)
+    args = p.parse_args(argv)
+    if not _common.chip_available(args.chip):
+        sys.exit(f"bench/profile_op.py: torch.{args.chip} is not available")
+    ops = op_overhead._ops()
+    unknown = [name for name in args.op or () if name not in ops]
+    if unknown:
+        sys.exit(f"bench/profile_op.py: unknown op(s) {unknown}; known: {sorted(ops)}")
+    report = []
+    for name in args.op or ops:
+        setup, op = ops[name]
+        us, text = profile(op, setup(args.chip), args.chip, args.calls, args.top)
+        report.append(f"=== {name} on {args.chip}: {us:.1f} us/call under cProfile ===\n{text}")
+        print(f"{name:28s} {us:8.1f} us/call (profiled)")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text("\n".join(report))
+    else:
+        print("\n".join(report))
+
+
+if __name__ == "__main__":
+    main()
