@@ -642,6 +642,42 @@ def test_copy_helper():
     assert torch.equal(dst, torch.tensor([1.0, 2.0, 3.0, 4.0]).expand(3, 4))
 
 
+def test_pointwise_dense_fast_path(monkeypatch):
+    """Contiguous operands, 0-dim tensors and Python scalars take the 12-argument dense
+    kernel (scalars by value, no fill launch); strided or broadcast operands the general
+    one. Both give aten's results (also checked by the tests above, through both paths)."""
+    import torch_fl.triton_ops._impl as impl
+
+    launches = []
+
+    class Counted:
+        def __init__(self, name, kernel):
+            self.name, self.kernel = name, kernel
+
+        def __getitem__(self, grid):
+            launches.append(self.name)
+            return self.kernel[grid]
+
+    for name in ("pointwise_dense_kernel", "pointwise_kernel", "fill_kernel"):
+        monkeypatch.setattr(impl.K, name, Counted(name, getattr(impl.K, name)))
+    a, b = _move(rnd(4, 6), DEVICE), _move(rnd(4, 6, seed=1), DEVICE)
+    cases = [
+        ("add.Tensor", (a, b), {"alpha": -1e-3}, ["pointwise_dense_kernel"]),
+        ("mul.Tensor", (a, 2.0), {}, ["pointwise_dense_kernel"]),
+        ("add.Tensor", (a, 3), {}, ["pointwise_dense_kernel"]),
+        ("mul.Tensor", (a, torch.tensor(1.5, dtype=F64)), {}, ["pointwise_dense_kernel"]),
+        ("mul.Tensor", (a, _move(rnd(), DEVICE).to(DEVICE)), {}, ["pointwise_dense_kernel"]),
+        ("add.Tensor", (a.t(), b.t()), {}, ["pointwise_kernel"]),  # a transposed output
+        ("add.Tensor", (a, b[:1]), {}, ["pointwise_kernel"]),  # broadcast
+    ]
+    for op, args, kwargs, expected in cases:
+        launches.clear()
+        got = tops.kernel_for(op)(*args, **kwargs)
+        ref_args = [x.cpu() if isinstance(x, torch.Tensor) else x for x in args]
+        assert launches == expected, (op, launches)
+        _close(got, _aten(op)(*ref_args, **kwargs))
+
+
 # --------------------------------------------------------------- npu tensors
 def _npu_ok():
     try:

@@ -78,7 +78,12 @@ def _on_chip_stream(native_stream: Callable[[], int]) -> Callable[[Callable], Ca
     import torch
 
     raw_current = torch._C._cuda_getCurrentRawStream
-    external: dict[int, torch.cuda.ExternalStream] = {}
+    current = torch._C._cuda_getCurrentStream  # (stream id, device index, device type)
+    set_current = torch._C._cuda_setStream
+    from_external = torch._C._cuda_getStreamFromExternal  # what torch.cuda.ExternalStream wraps
+    # (the chip's stream handle, device) -> torch's (stream id, device index, device type) for it:
+    # the ids, not torch.cuda.Stream objects, so a launch costs two C calls here.
+    external: dict[tuple[int, int], tuple[int, int, int]] = {}
 
     def bind(kernel: Callable) -> Callable:
         def on_stream(*args, **kwargs):
@@ -86,15 +91,15 @@ def _on_chip_stream(native_stream: Callable[[], int]) -> Callable[[Callable], Ca
             device = torch._C._cuda_getDevice()  # the chip's current device: one runtime
             if raw_current(device) == handle:
                 return kernel(*args, **kwargs)
-            stream = external.get(handle)
-            if stream is None:
-                stream = external[handle] = torch.cuda.ExternalStream(handle, device=device)
-            previous = torch.cuda.current_stream(device)
-            torch.cuda.set_stream(stream)
+            ids = external.get((handle, device))
+            if ids is None:
+                external[handle, device] = ids = from_external(handle, device)
+            previous = current(device)
+            set_current(*ids)
             try:
                 return kernel(*args, **kwargs)
             finally:
-                torch.cuda.set_stream(previous)
+                set_current(*previous)
 
         return on_stream
 

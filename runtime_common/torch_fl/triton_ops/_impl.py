@@ -156,6 +156,18 @@ def launch_pointwise(op: str, out: torch.Tensor, inputs, cdt: int, params=()) ->
     if n == 0:
         return out
     dev = out.device
+    bits = [_bits(float(v), torch.float64)[0] for v in params] + [0] * (3 - len(params))
+    dense = _dense_operands(out, inputs)
+    if dense is not None:
+        ptrs, imms, kinds = dense
+        nin = len(ptrs)
+        pad = 4 - nin
+        K.pointwise_dense_kernel[_grid1(n)](out, *ptrs, *([out] * pad), n, *imms, *([0] * pad), *bits,
+                                            OP=K.OP_ID[op], NIN=nin, CDT=cdt, ODT=_odt(out.dtype),
+                                            KA=kinds[0], KB=kinds[1] if nin > 1 else 0,
+                                            KC=kinds[2] if nin > 2 else 0, KD=kinds[3] if nin > 3 else 0,
+                                            BLOCK=_BLOCK)
+        return out
     ins = [_operand(v, dev).expand(out.shape) for v in inputs]
     shape = list(out.shape)
     sh, sts = _pad6(shape, [list(out.stride())] + [list(t.stride()) for t in ins])
@@ -163,10 +175,47 @@ def launch_pointwise(op: str, out: torch.Tensor, inputs, cdt: int, params=()) ->
     ptrs = ins + [ins[0]] * (4 - nin)
     sts = sts + [sts[1]] * (4 - nin)
     flat = [s for st in sts for s in st]
-    bits = [_bits(float(v), torch.float64)[0] for v in params] + [0] * (3 - len(params))
     K.pointwise_kernel[_grid1(n)](out, *ptrs, n, *sh, *flat, *bits, OP=K.OP_ID[op], NIN=nin, CDT=cdt,
                                   ODT=_odt(out.dtype), BLOCK=_BLOCK)
     return out
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_IMMEDIATE, _IMMEDIATE_FLOAT = 2, 3  # pointwise_dense_kernel's operand kinds (_dense_operand)
+
+
+def _dense_operands(out: torch.Tensor, inputs):
+    """(pointers, immediates, kinds) for pointwise_dense_kernel, or None when an operand
+    needs the strided kernel: a contiguous output, each input a contiguous tensor of the
+    output's shape, a 0-dim tensor on its device, or a scalar passed by value (no
+    device tensor, no fill launch)."""
+    if not out.is_contiguous():
+        return None
+    ptrs, imms, kinds = [], [], []
+    for v in inputs:
+        if isinstance(v, torch.Tensor):
+            if v.dim() == 0 and v.device.type == "cpu" and out.device.type != "cpu":
+                if v.dtype not in _DT:
+                    return None
+                v = v.item()  # a host scalar: by value, as _operand would fill it
+            elif v.device != out.device or not (v.dim() == 0 or (v.shape == out.shape and v.is_contiguous())):
+                return None
+            else:
+                ptrs.append(v)
+                imms.append(0)
+                kinds.append(1 if v.dim() == 0 else 0)
+                continue
+        if isinstance(v, float):
+            ptrs.append(out)
+            imms.append(_bits(v, torch.float64)[0])
+            kinds.append(_IMMEDIATE_FLOAT)
+        elif isinstance(v, int) and _INT64[0] <= v <= _INT64[1]:  # bool included
+            ptrs.append(out)
+            imms.append(int(v))
+            kinds.append(_IMMEDIATE)
+        else:
+            return None
+    return ptrs, imms, kinds
 
 
 def copy_into(dst: torch.Tensor, src) -> torch.Tensor:
@@ -198,7 +247,10 @@ _POINTWISE: dict[str, tuple] = {}
 
 def _shape_of(operands):
     shapes = [tuple(o.shape) for o in operands if _is_tensor(o)]
-    return torch.broadcast_shapes(*shapes) if shapes else ()
+    distinct = {s for s in shapes if s}
+    if len(distinct) <= 1:  # equal shapes and scalars: without torch.broadcast_shapes' cost
+        return next(iter(distinct), ())
+    return torch.broadcast_shapes(*shapes)
 
 
 _FILLS = {"fill_one": 1, "fill_zero": 0}  # results that do not depend on the values
