@@ -162,11 +162,10 @@ def launch_pointwise(op: str, out: torch.Tensor, inputs, cdt: int, params=()) ->
         ptrs, imms, kinds = dense
         nin = len(ptrs)
         pad = 4 - nin
+        ka, kb, kc, kd = kinds + [_DENSE] * pad
         K.pointwise_dense_kernel[_grid1(n)](out, *ptrs, *([out] * pad), n, *imms, *([0] * pad), *bits,
                                             OP=K.OP_ID[op], NIN=nin, CDT=cdt, ODT=_odt(out.dtype),
-                                            KA=kinds[0], KB=kinds[1] if nin > 1 else 0,
-                                            KC=kinds[2] if nin > 2 else 0, KD=kinds[3] if nin > 3 else 0,
-                                            BLOCK=_BLOCK)
+                                            KA=ka, KB=kb, KC=kc, KD=kd, BLOCK=_BLOCK)
         return out
     ins = [_operand(v, dev).expand(out.shape) for v in inputs]
     shape = list(out.shape)
@@ -181,7 +180,8 @@ def launch_pointwise(op: str, out: torch.Tensor, inputs, cdt: int, params=()) ->
 
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
-_IMMEDIATE, _IMMEDIATE_FLOAT = 2, 3  # pointwise_dense_kernel's operand kinds (_dense_operand)
+# pointwise_dense_kernel's operand kinds (_dense_operand in _kernels.py)
+_DENSE, _ZERO_DIM, _IMMEDIATE, _IMMEDIATE_FLOAT = 0, 1, 2, 3
 
 
 def _dense_operands(out: torch.Tensor, inputs):
@@ -203,7 +203,7 @@ def _dense_operands(out: torch.Tensor, inputs):
             else:
                 ptrs.append(v)
                 imms.append(0)
-                kinds.append(1 if v.dim() == 0 else 0)
+                kinds.append(_ZERO_DIM if v.dim() == 0 else _DENSE)
                 continue
         if isinstance(v, float):
             ptrs.append(out)
