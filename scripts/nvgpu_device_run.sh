@@ -39,9 +39,11 @@ if has triton; then
   # shards side by side: most of their time is compiling kernels, one core each.
   export TORCHFL_TRITON_TEST_DEVICE=cuda
   shards=$(mktemp -d)
-  python3 -m pytest --noconftest --co -q -p no:cacheprovider tests/test_triton_ops.py tests/test_triton_fft.py \
-    | grep '::' > "$shards/ids"
-  split -n "r/${TRITON_SHARDS:-8}" "$shards/ids" "$shards/shard-"
+  # test_zz_* check that the tests of a whole file exercised every op: true of the test
+  # suite, not of the device, and not of one shard; CI runs them under the interpreter.
+  python3 -m pytest --noconftest --co -q -p no:cacheprovider tests/test_triton_{ops,fft,nn,index,linalg}.py \
+    | grep '::' | grep -v '::test_zz_' > "$shards/ids"
+  split -n "r/${TRITON_SHARDS:-14}" "$shards/ids" "$shards/shard-"
   for shard in "$shards"/shard-*; do
     xargs -a "$shard" -d '\n' timeout "${TRITON_TIMEOUT:-420}" python3 -m pytest --noconftest -v \
       -p no:cacheprovider -rf > "$shard.log" 2>&1 &

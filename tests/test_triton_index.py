@@ -1,8 +1,7 @@
 """torch_fl.triton_ops `index` family (scans, sorting, indexing, scatter, selection)
-against the CPU aten ops, under Triton's interpreter; a few cases on `npu` tensors."""
-import os
-
-os.environ.setdefault("TRITON_INTERPRET", "1")
+against the CPU aten ops, under Triton's interpreter or compiled on a GPU
+(tests/triton_device.py); a few cases on `npu` tensors."""
+from triton_device import DEVICE, on_device
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -58,13 +57,21 @@ def _functional(name):
     return base + ("." + ov if ov else "")
 
 
-def check(name, *args, device="cpu", **kwargs):
+def _to(v, device):
+    if isinstance(v, torch.Tensor):
+        return v.clone().to(device)
+    if isinstance(v, (list, tuple)):  # index.Tensor's list of index tensors
+        return type(v)(_to(x, device) for x in v)
+    return v
+
+
+def check(name, *args, device=DEVICE, **kwargs):
     """kernel_for(name) vs the aten op; out= variants get empty outs (resized by the kernel),
     in-place variants work on clones and must return the mutated self."""
     EXERCISED.add(name)
     exp_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     exp = _aten(_functional(name) if _outs(name) else name)(*exp_args, **kwargs)
-    got_args = [a.clone().to(device) if isinstance(a, torch.Tensor) else a for a in args]
+    got_args = [_to(a, device) for a in args]
     outs = {}
     for k, a in enumerate(_outs(name)):
         dt = (exp[k] if isinstance(exp, tuple) else exp).dtype
@@ -386,7 +393,7 @@ def test_cummax_cummin(dtype):
                 EXERCISED.add(name)
                 v = torch.empty(0, dtype=dtype)
                 i = torch.empty(0, dtype=I64)
-                tops.kernel_for(name)(x, v, i, dim)
+                on_device(tops.kernel_for(name))(x, v, i, dim)
                 ev, ei = (torch.cummax if name == "_cummax_helper" else torch.cummin)(x, dim)
                 _same(v, ev)
                 _same(i, ei)

@@ -1,11 +1,9 @@
 """torch_fl.triton_ops linalg family: every kernel against the CPU aten op (LAPACK).
 
-Kernels run under Triton's interpreter (TRITON_INTERPRET=1 is set before triton is
-imported) on CPU tensors, and a few on `npu` tensors.
+Kernels run under Triton's interpreter on CPU tensors, or compiled on a GPU
+(tests/triton_device.py), and a few on `npu` tensors.
 """
-import os
-
-os.environ.setdefault("TRITON_INTERPRET", "1")
+from triton_device import on_device
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -21,7 +19,7 @@ EXERCISED: set = set()
 
 def k(name):
     EXERCISED.add(name)
-    return tops.kernel_for(name)
+    return on_device(tops.kernel_for(name))
 
 
 def close(actual, expected, **kw):

@@ -1,13 +1,11 @@
 """torch_fl.triton_ops, `nn` family: every kernel of `_nn_ops.OPS` against the CPU aten op.
 
-Kernels run under Triton's interpreter (TRITON_INTERPRET=1 must be set before triton is
-imported), on CPU tensors and, for a subset, on `npu` tensors. Each case runs the
+Kernels run under Triton's interpreter on CPU tensors, or compiled on a GPU
+(tests/triton_device.py), and for a subset on `npu` tensors. Each case runs the
 functional op and every out= overload of the family with the same base name (out
 tensors start empty, so the resize path is taken too).
 """
-import os
-
-os.environ.setdefault("TRITON_INTERPRET", "1")
+from triton_device import DEVICE, on_device, same_layout
 
 import warnings  # noqa: E402
 
@@ -45,19 +43,10 @@ def rnd(*shape, dtype=F32, lo=-2.0, hi=2.0, seed=0):
 
 def _move(v, device):
     if isinstance(v, torch.Tensor):
-        return _same_layout(v, device)
+        return same_layout(v, device)
     if isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v):
         return type(v)(_move(x, device) for x in v)
     return v
-
-
-def _same_layout(v, device):
-    """A copy of v on `device` with v's strides (non-contiguous layouts stay non-contiguous)."""
-    if 0 in v.stride() and v.numel() > 1:
-        return v.contiguous().to(device)
-    d = torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=device)
-    d.copy_(v)
-    return d
 
 
 def _close(got, ref, tol, device):
@@ -89,10 +78,10 @@ def _run(name, args, kwargs, device):
 def _run_inplace(name, *args):
     """kernel_for(name) on the given tensors themselves (ops that mutate some arguments)."""
     EXERCISED.add(name)
-    return tops.kernel_for(name)(*args)
+    return on_device(tops.kernel_for(name))(*args)
 
 
-def check(base, args, kwargs=None, *, tol=None, device="cpu", also=(), ref=None):
+def check(base, args, kwargs=None, *, tol=None, device=DEVICE, also=(), ref=None):
     """kernel_for(base) (when the family has it) and each out= overload `base.*` (plus `also`)
     against aten's `base` (or the result `ref`) on CPU."""
     kwargs = kwargs or {}

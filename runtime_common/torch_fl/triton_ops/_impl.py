@@ -975,6 +975,8 @@ def _softmax_impl(self, dim, half_to_float, log, out=None):
 
 
 def _softmax_bwd_impl(grad_output, output, dim, input_dtype, log, out=None):
+    if output.dim() == 0 and output.device != grad_output.device:
+        output = output.to(grad_output.device)  # a host 0-dim tensor, as for pointwise ops
     gm, d = _rows_last(grad_output, dim)
     ym, _ = _rows_last(output, dim)
     kk = gm.shape[-1]

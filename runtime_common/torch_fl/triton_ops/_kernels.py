@@ -865,7 +865,9 @@ def _apply(x, y, z, w, p0, p1, p2, OP: tl.constexpr, CDT: tl.constexpr):
     elif OP == OP_LEAKY_RELU:
         return tl.where(x > 0, x, x * p0)
     elif OP == OP_HARDSIGMOID:
-        return tl.minimum(tl.maximum(x + 3.0, 0.0), 6.0) / 6.0
+        # min/max compile to fminf/fmaxf on GPUs, which drop NaN; aten keeps it
+        return tl.minimum(tl.maximum(x + 3.0, 0.0, propagate_nan=tl.PropagateNan.ALL), 6.0,
+                          propagate_nan=tl.PropagateNan.ALL) / 6.0
     elif OP == OP_HARDSWISH:
         return x * tl.minimum(tl.maximum(x + 3.0, 0.0), 6.0) / 6.0
     elif OP == OP_SOFTSHRINK:
