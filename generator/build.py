@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import __version__
-from .model import ChipSpec
+from .model import ChipSpec, NativeSpec
 from .render import MARKER, digest, render
 
 
@@ -142,6 +142,20 @@ def _inputs_fingerprint(spec: ChipSpec, package_digest: str) -> str:
     return h.hexdigest()
 
 
+def _native_installed(spec: NativeSpec, result: GenerateResult) -> bool:
+    """Whether the installed package of a native chip has exactly the generated modules."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(spec.chip.distribution)
+    except metadata.PackageNotFoundError:
+        return False
+    modules = sorted((result.output_dir / spec.chip.package).glob("*.py"))
+    return bool(modules) and all(
+        same_file(Path(dist.locate_file(f"{spec.chip.package}/{m.name}")), m.read_text(encoding="utf-8"))
+        for m in modules)
+
+
 def _installed_fingerprint(spec: ChipSpec) -> str | None:
     from importlib import metadata
 
@@ -172,21 +186,27 @@ def _run(cmd: list[str], env: dict, log_path: Path, verbose: bool, what: str) ->
 
 def compile_package(spec: ChipSpec, result: GenerateResult, *, install: bool, verbose: bool,
                     progress: Callable[[str], None]) -> Path | None:
-    """Compile the generated package; install it (pip) or leave a wheel. Returns the wheel path."""
+    """Compile the generated package; install it (pip) or leave a wheel. Returns the wheel path.
+    A native chip's package is pure Python: installed as is."""
     build_dir = build_dir_for(spec, result.output_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
-    fingerprint = _inputs_fingerprint(spec, result.digest)
-    if install and _installed_fingerprint(spec) == fingerprint:
-        progress(f"{spec.chip.distribution} is up to date (installed, same inputs): nothing to compile")
+    native = isinstance(spec, NativeSpec)
+    fingerprint = result.digest if native else _inputs_fingerprint(spec, result.digest)
+    if install and (_native_installed(spec, result) if native else _installed_fingerprint(spec) == fingerprint):
+        progress(f"{spec.chip.distribution} is up to date (installed, same inputs): nothing to "
+                 + ("install" if native else "compile"))
         return None
     env = dict(os.environ, TORCHFL_BUILD_DIR=str(build_dir), TORCHFL_BUILD_INPUTS=fingerprint,
                MAX_JOBS=os.environ.get("MAX_JOBS", str(os.cpu_count() or 1)))
     pip = [sys.executable, "-m", "pip"]
     flags = ["--no-build-isolation", "--no-deps", "--disable-pip-version-check"]
     if install:
-        progress(f"compiling and installing {spec.chip.distribution} (log: {build_dir / 'build.log'})")
+        progress(f"{'installing' if native else 'compiling and installing'} {spec.chip.distribution} "
+                 f"(log: {build_dir / 'build.log'})")
         _run(pip + ["install", *flags, str(result.output_dir)], env, build_dir / "build.log", verbose, "pip install")
-        progress(f"installed {spec.chip.distribution}: `import torch` now provides torch.{spec.chip.name}")
+        progress(f"installed {spec.chip.distribution}: " + (
+            f"torch_fl now knows the {spec.chip.name} chip (torch.{spec.device_type} on a {spec.torch_build} build)"
+            if native else f"`import torch` now provides torch.{spec.chip.name}"))
         return None
     wheels = build_dir / "dist"
     shutil.rmtree(wheels, ignore_errors=True)

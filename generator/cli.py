@@ -49,6 +49,20 @@ def _load(path: str, *, exit_on_error: bool = True, driver_version: str | None =
         _fail(message, EXIT_SPEC)
 
 
+def _is_native(spec) -> bool:
+    return spec.chip.integration == "native"
+
+
+def _driver_versions(spec) -> tuple:
+    """The driver versions a spec builds (a native chip: one build, no driver of its own)."""
+    return (None,) if _is_native(spec) else spec.driver.versions
+
+
+def _not_for_native(spec, path: str, what: str) -> None:
+    if _is_native(spec):
+        _fail(f"{path}: {spec.chip.name} is a native chip (integration: native): it has no {what}", EXIT_SPEC)
+
+
 def _progress(verbose: bool):
     start = time.perf_counter()
 
@@ -78,6 +92,10 @@ def validate(specs: tuple[str, ...]) -> None:
         if spec is None:
             failed += 1
             continue
+        if _is_native(spec):
+            click.echo(f"{path}: ok ({spec.chip.name}: native, torch.{spec.device_type} on a {spec.torch_build} build "
+                       f"of torch, collective {spec.collective.backend} ({spec.collective.library}))")
+            continue
         overlays = [_load(path, exit_on_error=False, driver_version=v) for v in spec.driver.versions[1:]]
         if any(o is None for o in overlays):
             failed += 1
@@ -92,7 +110,7 @@ def validate(specs: tuple[str, ...]) -> None:
 
 def _package_folder(spec) -> str:
     """generated/<chip> for the spec's driver.version, generated/<chip>-driver<V> for the others."""
-    if spec.driver.version == spec.driver.default_version:
+    if _is_native(spec) or spec.driver.version == spec.driver.default_version:
         return spec.chip.name
     return f"{spec.chip.name}-driver{spec.driver.version}"
 
@@ -152,6 +170,9 @@ def _record_build(spec, say) -> None:
     """A line for the compatibility matrix (torchfl-gen compat); never fails the build."""
     from .compat import BUILDS_FILE, append_record, build_record
 
+    if _is_native(spec):
+        return  # nothing compiled: the matrix is of driver and torch versions
+
     try:
         append_record(build_record(spec))
     except OSError as error:
@@ -174,6 +195,8 @@ def compat(spec_paths: tuple[str, ...], records: str, added: tuple[str, ...], ou
     specs = {}
     for path in paths:
         base = _load(path)
+        if _is_native(base):
+            continue  # torch's own build: no driver x torch matrix of ours
         specs[path] = [base] + [_load(path, driver_version=v) for v in base.driver.versions[1:]]
     records_path = Path(records)
     try:
@@ -207,6 +230,7 @@ def diff_versions(spec_path: str, old: str, new: str, as_json: bool) -> None:
     """What changes between two driver versions of SPEC: ops gained, lost, re-routed; dtypes."""
     from .versions import diff, format_diff
 
+    _not_for_native(_load(spec_path), spec_path, "driver versions to compare")
     a = _load(spec_path, driver_version=old)
     b = _load(spec_path, driver_version=new)
     changes = diff(a, b)
@@ -228,8 +252,8 @@ def check(specs_dir: str, generated_dir: str) -> None:
     builds = 0
     for path in specs:
         base = _load(str(path))
-        for version in base.driver.versions:
-            spec = base if version == base.driver.version else _load(str(path), driver_version=version)
+        for version in _driver_versions(base):
+            spec = base if version in (None, base.driver.version) else _load(str(path), driver_version=version)
             builds += 1
             stale += _stale_files(spec, Path(generated_dir) / _package_folder(spec))
             folders.add(_package_folder(spec))
@@ -282,6 +306,7 @@ def matrix(spec_path: str, results: str | None, out_dir: str) -> None:
     from .matrix import ResultsError, build_matrix, default_results, load_results, write_matrix
 
     spec = _load(spec_path)
+    _not_for_native(spec, spec_path, "op matrix (torch's own kernels run every op)")
     results_path = Path(results) if results else default_results(spec)
     try:
         records = load_results(results_path)

@@ -29,7 +29,7 @@ WARN_POLICIES = ("once", "always", "never")
 class Chip:
     name: str             # torch device type string, e.g. "npu"
     vendor: str
-    integration: str      # "privateuse1" (native comes with the driver-versions issue)
+    integration: str      # "privateuse1" or "native"
     description: str
 
     @property
@@ -196,3 +196,37 @@ class ChipSpec:
 
     def op(self, name: str) -> OpEntry | None:
         return next((op for op in self.ops if op.name == name), None)
+
+
+# ------------------------------------------------------------------ native chips
+
+@dataclass(frozen=True)
+class Collective:
+    backend: str                        # torch.distributed's name, e.g. "nccl" (RCCL too, on ROCm)
+    library: str                        # what implements it: "nccl", "rccl"
+    init_method: str                    # tcp | env | file
+    unsupported_options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Monitor:
+    command: tuple[str, ...]            # tool file name, then its arguments (run without a shell)
+    parser: str                         # "nvidia-smi-csv" | "rocm-smi-json"
+    visible_devices_env: str | None     # e.g. "CUDA_VISIBLE_DEVICES"
+
+
+@dataclass(frozen=True)
+class NativeSpec:
+    """A GPU torch integrates itself (`chip.integration: native`): no dispatch code, only the
+    facts torch_fl reads (AMP dtypes, the collective backend, the monitor tool)."""
+    spec_version: int
+    source: Path
+    source_display: str
+    spec_sha256: str
+    chip: Chip
+    device_type: str                    # torch's device type for the chip's tensors: "cuda"
+    torch_build: str                    # "cuda" or "hip": which torch.version attribute a matching build sets
+    dtypes: tuple[str, ...]
+    collective: Collective
+    monitor: Monitor | None = None
+    amp: Amp | None = None

@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 
 from . import __version__
-from .model import ChipSpec, OpEntry
+from .model import ChipSpec, NativeSpec, OpEntry
 from .opinfo_map import opinfo_names_for
 
 TEMPLATE_ROOT = Path(__file__).parent / "templates"
@@ -38,6 +38,16 @@ PRIVATEUSE1_FILES = (
     ("tests/test_device.py.j2", "tests/test_device.py"),
     ("tests/test_vendor_ops.py.j2", "tests/test_vendor_ops.py"),
     ("tests/test_opinfo.py.j2", "tests/test_opinfo.py"),
+)
+
+# The pure-Python package of a native chip (`integration: native`).
+NATIVE_FILES = (
+    ("package/pyproject.toml.j2", "pyproject.toml"),
+    ("package/README.md.j2", "README.md"),
+    ("package/gitignore.j2", ".gitignore"),
+    ("package/__init__.py.j2", "{pkg}/__init__.py"),
+    ("package/spec.py.j2", "{pkg}/spec.py"),
+    ("tests/test_native.py.j2", "tests/test_native_{chip}.py"),  # unique: pytest runs several chips' at once
 )
 
 # torch dtype name -> c10::ScalarType enumerator, for the spec's `dtypes:`.
@@ -179,8 +189,7 @@ def _relpath(target: Path, output_dir: Path) -> str:
     return Path(os.path.relpath(target, output_dir)).as_posix()
 
 
-def render(spec: ChipSpec, output_dir: Path) -> dict[str, str]:
-    """Every file of the package, path -> text, for a package written to `output_dir`."""
+def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_ROOT)),
         undefined=jinja2.StrictUndefined,
@@ -192,7 +201,41 @@ def render(spec: ChipSpec, output_dir: Path) -> dict[str, str]:
     env.filters["cpp_string"] = cpp_string
     env.filters["py_string"] = py_string
     env.filters["tojson"] = json_literal
+    return env
 
+
+def _marker(source: str) -> str:
+    return (f"Written by torchfl-gen {__version__} from {source}; "
+            "torchfl-gen replaces this folder on each build.\n")
+
+
+def render_native(spec: NativeSpec, output_dir: Path) -> dict[str, str]:
+    """The pure-Python package of a native chip: its facts for torch_fl, and its tests."""
+    env = _environment()
+    output_dir = output_dir.resolve()
+    source = spec_source_for(spec.source, output_dir)
+    context = {
+        "spec": spec,
+        "chip": spec.chip,
+        "pkg": spec.chip.package,
+        "generator_version": __version__,
+        "spec_source": source,
+        "spec_digest": spec.spec_sha256[:16],
+        "build_command": f"torchfl-gen build {source}",
+        "package_version": __version__,
+        "tests_path": "tests",
+    }
+    files = {out.replace("{pkg}", spec.chip.package).replace("{chip}", spec.chip.name): env.get_template(f"native/{template}").render(**context)
+             for template, out in NATIVE_FILES}
+    files[MARKER] = _marker(source)
+    return files
+
+
+def render(spec: ChipSpec | NativeSpec, output_dir: Path) -> dict[str, str]:
+    """Every file of the package, path -> text, for a package written to `output_dir`."""
+    if isinstance(spec, NativeSpec):
+        return render_native(spec, output_dir)
+    env = _environment()
     output_dir = output_dir.resolve()
     source = spec_source_for(spec.source, output_dir)
     context = {
@@ -225,10 +268,7 @@ def render(spec: ChipSpec, output_dir: Path) -> dict[str, str]:
     for template, out in PRIVATEUSE1_FILES:
         path = out.replace("{pkg}", spec.chip.package)
         files[path] = env.get_template(f"privateuse1/{template}").render(**context)
-    files[MARKER] = (
-        f"Written by torchfl-gen {__version__} from {source}; "
-        "torchfl-gen replaces this folder on each build.\n"
-    )
+    files[MARKER] = _marker(source)
     return files
 
 

@@ -78,6 +78,8 @@ _PATTERN_WHAT = {
     r"^[A-Z_][A-Z0-9_]*$": "an environment variable name (A-Z, 0-9, _)",
     r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$": "an aten op name (name or name.overload)",
     r"^[^\x00\n\r]+$": "a path on one line",
+    r"^[A-Za-z0-9_.,=:+-][A-Za-z0-9_.,=:+/-]{0,199}$": "a command-line argument of letters, digits and _.,=:+-/ "
+                                                     "(no spaces, quotes or shell characters)",
     r"^[^\x00\n\r]+\.(cpp|cc|cxx)$": "a C++ source path on one line, ending in .cpp, .cc or .cxx",
 }
 
@@ -195,6 +197,8 @@ def _schema_errors(doc: YamlDocument) -> list[SpecError]:
         elif kind == "pattern":
             what = _PATTERN_WHAT.get(val, f"matching the pattern {val}")
             out.append(doc.error(path, f"{_short(inst)} is not {what}"))
+        elif kind == "maxItems":
+            out.append(doc.error(path, f"has more than {val} items"))
         elif kind == "minItems":
             out.append(doc.error(path, "must not be empty" if val == 1 else f"needs at least {val} items"))
         elif kind == "minProperties":
@@ -323,8 +327,11 @@ def _semantic_errors(doc: YamlDocument, base: Path | None = None) -> list[SpecEr
     data = doc.data if isinstance(doc.data, dict) else {}
     out: list[SpecError] = []
 
+    native = _get(data, "chip", "integration") == "native"
+    if native:
+        out += _native_errors(doc, data)
     name = _get(data, "chip", "name")
-    if isinstance(name, str) and is_builtin_device_type(name):
+    if isinstance(name, str) and not native and is_builtin_device_type(name):
         out.append(doc.error(("chip", "name"), f"'{name}' is a built-in torch device type",
                              hint="choose a name torch does not define itself"))
 
@@ -334,6 +341,7 @@ def _semantic_errors(doc: YamlDocument, base: Path | None = None) -> list[SpecEr
             out.append(doc.error(("driver", "version"), f"minor version of '{version}' must be below 100 "
                                  "(it is encoded as MAJOR*1000 + MINOR*10)"))
 
+    out += _native_section_misplaced(doc, data)
     ops = data.get("ops")
     first_kernel_path = None
     if isinstance(ops, dict):
@@ -374,6 +382,37 @@ def _semantic_errors(doc: YamlDocument, base: Path | None = None) -> list[SpecEr
                                  "backends", hint="name the chip's library (e.g. '<chip>ccl'); list the names "
                                  "it stands in for under 'replaces'"))
     return out
+
+
+# Sections a native chip has no use for: torch itself drives it and dispatches its ops.
+NATIVE_UNUSED = {
+    "driver": "torch loads the GPU's driver itself",
+    "kernels": "torch's own kernels run the ops",
+    "ops": "torch's own kernels run the ops",
+    "fallback": "every op has torch's own kernel",
+    "distributed": "name torch's backend under native.collective",
+}
+
+
+def _native_errors(doc: YamlDocument, data: dict) -> list[SpecError]:
+    out = [doc.error((key,), f"'{key}' does not apply to a native chip ({why})", at="key",
+                     hint="remove it, or use integration: privateuse1 to generate a backend")
+           for key, why in NATIVE_UNUSED.items() if key in data]
+    if "native" not in data:
+        return out
+    amp = data.get("amp")
+    if isinstance(amp, dict):
+        for key in AMP_OP_LISTS:
+            if key in amp:
+                out.append(doc.error(("amp", key), f"a native chip autocasts with torch's own op lists; "
+                                     f"amp.{key} would not be applied", at="key", hint="remove it"))
+    return out
+
+
+def _native_section_misplaced(doc: YamlDocument, data: dict) -> list[SpecError]:
+    if "native" in data and _get(data, "chip", "integration") != "native":
+        return [doc.error(("native",), "'native' applies only to chip.integration: native", at="key")]
+    return []
 
 
 # torch.distributed's own backend names; a chip's backend may only replace them.
@@ -440,11 +479,41 @@ def _version_key(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def _build_native(doc: YamlDocument, source: Path, display: str, raw: bytes,
+                  driver_version: str | None) -> model.NativeSpec:
+    d = doc.data
+    if driver_version is not None:
+        line, col = doc.value_loc(("chip", "integration"))
+        raise SpecErrors([SpecError(doc.file, line, col, "chip.integration",
+                                    f"a native chip has no driver versions to build (asked for '{driver_version}')")])
+    chip, native = d["chip"], d["native"]
+    coll, mon, amp = native["collective"], native.get("monitor"), d.get("amp")
+    return model.NativeSpec(
+        spec_version=d["spec_version"],
+        source=source,
+        source_display=display,
+        spec_sha256=hashlib.sha256(raw).hexdigest(),
+        chip=model.Chip(name=chip["name"], vendor=chip["vendor"], integration="native",
+                        description=chip.get("description", "")),
+        device_type=native["device_type"],
+        torch_build=native["torch_build"],
+        dtypes=tuple(d["dtypes"]),
+        collective=model.Collective(backend=coll["backend"], library=coll["library"],
+                                    init_method=coll.get("init_method", "tcp"),
+                                    unsupported_options=tuple(coll.get("unsupported_options", ()))),
+        monitor=model.Monitor(command=tuple(mon["command"]), parser=mon["parser"],
+                              visible_devices_env=mon.get("visible_devices_env")) if mon else None,
+        amp=model.Amp(dtypes=tuple(amp["dtypes"]), default=amp["default"]) if amp else None,
+    )
+
+
 def _build(doc: YamlDocument, source: Path, display: str, raw: bytes,
-           driver_version: str | None = None) -> model.ChipSpec:
+           driver_version: str | None = None) -> model.ChipSpec | model.NativeSpec:
     from . import torch_ops
 
     d = doc.data
+    if d["chip"].get("integration") == "native":
+        return _build_native(doc, source, display, raw, driver_version)
     version, overlay_path, overlay = _overlay_for(doc, driver_version)
     base = source.parent
     chip = d["chip"]

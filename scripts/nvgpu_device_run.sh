@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds the nvgpu backend on a CUDA machine, runs its generated suite, then the
 # benchmarks. Usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]
-# Stages: setup build test triton bench (default: all). Logs and results JSON land in OUTDIR.
+# Stages: setup build test native triton bench (default: all). Logs and results JSON land in OUTDIR.
 set -u
 out=${1:?usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]}
 shift
-stages=${*:-setup build test triton bench}
+stages=${*:-setup build test native triton bench}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 has() { [[ " $stages " == *" $1 "* ]]; }
@@ -32,6 +32,12 @@ if has test; then
   # The device machine lends one GPU: the two-device test is reported skipped there.
   TORCHFL_TEST_ONE_DEVICE=1 timeout "${TEST_TIMEOUT:-300}" python3 -X faulthandler -m pytest generated/nvgpu/tests -q -p no:cacheprovider -rf \
     ${PYTEST_ARGS:-} 2>&1 | tee "$out/tests.log"
+fi
+
+if has native; then
+  # The native cuda chip (specs/cuda.yaml): torch_fl's facts, autocast and nvidia-smi on the GPU.
+  { torchfl-gen build specs/cuda.yaml && timeout 120 python3 -m pytest generated/cuda/tests -q -p no:cacheprovider -rs; } \
+    2>&1 | tee "$out/native.log"
 fi
 
 if has triton; then

@@ -23,7 +23,7 @@ class BackendInfo:
     device_count: int
     driver_version: str | None  # the driver the backend was built for
     error: str | None          # why it is unavailable
-    kind: str = "generated"    # "generated" (torchfl-gen), "native" (cuda, rocm), "out-of-tree" (torch.backends)
+    kind: str = "generated"    # "generated" (torchfl-gen), "native" (a native spec's package), "out-of-tree" (torch.backends)
     runtime_version: str | None = None  # what the loaded driver reports
     libraries: tuple[str, ...] = ()     # the driver libraries loaded, with their paths
 
@@ -78,21 +78,31 @@ def _probe(entry) -> BackendInfo:
         return BackendInfo(entry.name, entry.value, False, 0, None, f"{type(exc).__name__}: {exc}")
 
 
-def _probe_native() -> list[BackendInfo]:
-    """CUDA or ROCm, when this torch was built with it (both are `torch.cuda`)."""
-    if not torch.backends.cuda.is_built():
-        log.debug("torch_fl: this torch has no CUDA/ROCm support")
-        return []
-    name = "rocm" if torch.version.hip else "cuda"
-    version = torch.version.hip or torch.version.cuda
+def _probe_native(entry) -> BackendInfo:
+    """A native chip (its spec's package): available when this torch is the build that drives it
+    and sees a device."""
+    from . import chips
+
     try:
-        count = torch.cuda.device_count()
+        spec = importlib.import_module(f"{entry.value}.spec")
+    except Exception as exc:
+        return BackendInfo(entry.name, entry.value, False, 0, None, f"{type(exc).__name__}: {exc}", kind="native")
+    build = chips.torch_build()
+    if build != spec.TORCH_BUILD:
+        have = f"a {build} build" if build else "a CPU build"
+        error = f"needs a {spec.TORCH_BUILD} build of torch; this torch ({torch.__version__}) is {have}"
+        log.debug("torch_fl: native %s unavailable: %s", entry.name, error)
+        return BackendInfo(entry.name, entry.value, False, 0, None, error, kind="native")
+    version = getattr(torch.version, spec.TORCH_BUILD)
+    try:
+        count = getattr(torch, spec.DEVICE_TYPE).device_count()
         error = None if count > 0 else "no devices (driver missing or no GPU visible)"
     except Exception as exc:
         count, error = 0, f"{type(exc).__name__}: {exc}"
-    log.debug("torch_fl: native %s (torch built for %s): %d device(s)%s", name, version, count,
-              f"; {error}" if error else "")
-    return [BackendInfo(name, "torch", count > 0, count, version, error, kind="native")]
+    log.debug("torch_fl: native %s (torch built for %s %s): %d device(s)%s", entry.name, spec.TORCH_BUILD,
+              version, count, f"; {error}" if error else "")
+    return BackendInfo(entry.name, entry.value, count > 0, count, version, error, kind="native",
+                       runtime_version=version)
 
 
 def _probe_out_of_tree(entry) -> BackendInfo:
@@ -115,8 +125,9 @@ def init(verbose: bool = False, check_autograd: bool = True) -> dict[str, Backen
     """Discover the installed backends, register and probe each; idempotent.
 
     Generated backends are found through the `torch_fl.backends` entry points (each also has a
-    `torch.backends` one, through which `import torch` loads it); other `torch.backends` entry
-    points and a CUDA/ROCm build of torch are reported too. Returns device type -> BackendInfo.
+    `torch.backends` one, through which `import torch` loads it), native chips (CUDA, ROCm: the
+    packages of `integration: native` specs) through `torch_fl.native`; other `torch.backends`
+    entry points are reported too. Returns chip name -> BackendInfo.
     Installs the autograd device check (torch_fl.autograd_check) unless `check_autograd` is
     False or TORCH_FL_AUTOGRAD_CHECK=0. Steps are logged at DEBUG on logger "torch_fl".
     """
@@ -131,9 +142,8 @@ def init(verbose: bool = False, check_autograd: bool = True) -> dict[str, Backen
     log.debug("torch_fl: other torch.backends entry points: %s", [e.name for e in others] or "none")
     for entry in others:
         _backends[entry.name] = _probe_out_of_tree(entry)
-    if "cuda" not in _backends and "rocm" not in _backends:
-        for info in _probe_native():
-            _backends[info.name] = info
+    for entry in sorted(metadata.entry_points(group="torch_fl.native"), key=lambda e: e.name):
+        _backends[entry.name] = _probe_native(entry)
     if check_autograd:
         from . import autograd_check
 

@@ -25,12 +25,19 @@ def current_device_type() -> str:
 
 
 def supported_dtypes(device_type: str) -> tuple[torch.dtype, ...]:
-    """The dtypes autocast can run in on `device_type`."""
+    """The dtypes autocast can run in on `device_type`: its spec's `amp.dtypes` (a native chip's
+    bfloat16 only where the device reports it), torch's own list for a type no spec describes."""
     if device_type == torch._C._get_privateuse1_backend_name():
         return tuple(getattr(torch, device_type).get_amp_supported_dtype())
-    if device_type == "cuda":
-        return (torch.float16, torch.bfloat16) if torch.cuda.is_bf16_supported() else (torch.float16,)
-    return (torch.bfloat16, torch.float16)   # torch's own list for cpu and the other built-in types
+    from .chips import chip_facts
+
+    facts = chip_facts(device_type)
+    if facts is None or facts.kind != "native":
+        return (torch.bfloat16, torch.float16)   # torch's own list for cpu and the other built-in types
+    module = getattr(torch, facts.device_type)
+    has_bf16 = getattr(module, "is_bf16_supported", None)
+    return tuple(getattr(torch, name) for name in facts.amp_dtypes
+                 if name != "bfloat16" or has_bf16 is None or has_bf16())
 
 
 def autocast(device_type: str | None = None, dtype: torch.dtype | None = None, enabled: bool = True,

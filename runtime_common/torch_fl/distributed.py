@@ -259,25 +259,32 @@ def _map_replaced_names() -> None:
 
 
 def get_backend_config(device: str | torch.device, **options) -> dict:
-    """How to call init_process_group for `device`: {"backend", "init_method", "options"}.
+    """How to call init_process_group for `device`: {"backend", "library", "init_method", "options"}.
 
+    The backend is the chip spec's: a generated chip's `distributed`, a native chip's
+    `native.collective` (`library` names what implements it: rccl behind ROCm's `nccl`).
     init_method is tcp://MASTER_ADDR:MASTER_PORT for the spec's `init_method: tcp` (torchrun
     sets both), env:// for `env`. `options` are init_process_group keyword arguments (a
     timeout by default, plus those given here) less the ones the spec lists under
     `unsupported_options`: dropping one warns, naming it."""
+    from .chips import chip_facts, missing_facts_error
+
     device_type = torch.device(device).type
     spec = next((s for s in _specs.values() if s.CHIP == device_type), None)
-    if spec is None:
-        if device_type == "cuda":
-            backend, method = "nccl", "tcp"
-        elif device_type == "cpu":
-            backend, method = "gloo", "tcp"
-        else:
-            raise RuntimeError(f"no torch.distributed backend for device type '{device_type}' "
-                               f"(chip backends registered: {sorted(_specs) or 'none'})")
-        unsupported: tuple = ()
-    else:
+    # where the spec lists the options, for the warning
+    where = f"{spec.SPEC_SOURCE}: distributed.unsupported_options" if spec is not None else None
+    if spec is not None:
         backend, method, unsupported = spec.DIST_BACKEND, spec.DIST_INIT_METHOD, spec.DIST_UNSUPPORTED_OPTIONS
+        library = backend
+    elif device_type == "cpu":
+        backend, method, unsupported, library = "gloo", "tcp", (), "gloo"
+    else:
+        facts = chip_facts(device_type)
+        if facts is None or facts.kind != "native":
+            raise missing_facts_error(device_type, "torch.distributed backend")
+        backend, method, unsupported = facts.dist_backend, facts.dist_init_method, facts.dist_unsupported_options
+        library = facts.dist_library
+        where = f"{facts.spec_source}: native.collective.unsupported_options"
     if method == "tcp":
         addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
         if not addr or not port:
@@ -292,6 +299,6 @@ def get_backend_config(device: str | torch.device, **options) -> dict:
     dropped = sorted(k for k in wanted if k in unsupported)
     if dropped:
         warnings.warn(f"the {backend} backend does not support {', '.join(dropped)} "
-                      f"({spec.SPEC_SOURCE}: distributed.unsupported_options); left out", stacklevel=2)
-    return {"backend": backend, "init_method": init_method,
+                      f"({where}); left out", stacklevel=2)
+    return {"backend": backend, "library": library, "init_method": init_method,
             "options": {k: v for k, v in wanted.items() if k not in unsupported}}

@@ -5,10 +5,11 @@
 
 Sources: a generated chip reports through its backend (`torch.<chip>.mem_get_info`, the
 driver's free/total, and `memory_stats`, this process's allocator); its driver has no
-utilization counter, so `utilization` is None there. Native GPUs are read from the vendor tool:
-`nvidia-smi --query-gpu=... --format=csv` or `rocm-smi --showuse --showmemuse --showmeminfo vram
---json` (both are `cuda:N` to torch). The parsers take the tools' text, so they are tested on
-recorded outputs (tests/data/monitor/).
+utilization counter, so `utilization` is None there. A native chip (CUDA, ROCm) is read from
+the vendor tool its spec names (`native.monitor`: the command, run without a shell, and the
+parser for its output: `nvidia-smi --query-gpu=... --format=csv`, `rocm-smi ... --json`; both
+GPUs are `cuda:N` to torch). The parsers take the tools' text, so they are tested on recorded
+outputs (tests/data/monitor/).
 """
 from __future__ import annotations
 
@@ -25,9 +26,6 @@ import torch
 
 __all__ = ["DeviceMonitor", "DeviceStats", "DynamicDeviceSelector", "parse_nvidia_smi", "parse_rocm_smi"]
 
-NVIDIA_SMI = ["nvidia-smi", "--query-gpu=index,name,uuid,utilization.gpu,utilization.memory,memory.used,memory.total",
-              "--format=csv"]
-ROCM_SMI = ["rocm-smi", "--showuse", "--showmemuse", "--showmeminfo", "vram", "--json"]
 MiB = 1 << 20
 
 
@@ -81,15 +79,16 @@ def _renumber(stats: list[DeviceStats], physical: list[int], visible: list[int] 
     if visible is None:
         return stats
     position = {p: i for i, p in enumerate(visible)}
-    return [DeviceStats(**(asdict(s) | {"device": f"cuda:{position[p]}"}))
+    return [DeviceStats(**(asdict(s) | {"device": f"{s.device.split(':')[0]}:{position[p]}"}))
             for s, p in zip(stats, physical) if p in position]
 
 
-def parse_nvidia_smi(text: str, visible: list[int] | None = None) -> list[DeviceStats]:
+def parse_nvidia_smi(text: str, visible: list[int] | None = None, device_type: str = "cuda") -> list[DeviceStats]:
     """Rows of `nvidia-smi --query-gpu=index,name,...,memory.total --format=csv[,noheader][,nounits]`.
 
     With a header the columns are found by name (units in brackets are MiB); without one they
-    must be in NVIDIA_SMI's order. `visible`: CUDA_VISIBLE_DEVICES as indices.
+    must be in the order of specs/cuda.yaml's command. `visible`: CUDA_VISIBLE_DEVICES as indices;
+    devices are named `device_type:N`.
     """
     rows = [row for row in csv.reader(io.StringIO(text.strip()), skipinitialspace=True) if row]
     if not rows:
@@ -107,7 +106,7 @@ def parse_nvidia_smi(text: str, visible: list[int] | None = None) -> list[Device
         index = int(cell["index"])
         physical.append(index)
         stats.append(DeviceStats(
-            device=f"cuda:{index}", name=cell.get("name"), utilization=_number(cell.get("utilization.gpu", "")),
+            device=f"{device_type}:{index}", name=cell.get("name"), utilization=_number(cell.get("utilization.gpu", "")),
             memory_used=None if used is None else int(used * MiB),
             memory_total=None if total is None else int(total * MiB), source="nvidia-smi"))
     return _renumber(stats, physical, visible)
@@ -116,7 +115,7 @@ def parse_nvidia_smi(text: str, visible: list[int] | None = None) -> list[Device
 _ROCM_MEMORY_PERCENT = ("GPU Memory Allocated (VRAM%)", "GPU memory use (%)", "GPU Memory use (%)")
 
 
-def parse_rocm_smi(text: str, visible: list[int] | None = None) -> list[DeviceStats]:
+def parse_rocm_smi(text: str, visible: list[int] | None = None, device_type: str = "cuda") -> list[DeviceStats]:
     """`rocm-smi --showuse --showmemuse [--showmeminfo vram] --json`: {"card0": {...}, ...}.
 
     ROCm releases name the memory share differently (all of _ROCM_MEMORY_PERCENT are read);
@@ -133,11 +132,15 @@ def parse_rocm_smi(text: str, visible: list[int] | None = None) -> list[DeviceSt
         total = _number(str(fields.get("VRAM Total Memory (B)", "")))
         physical.append(index)
         stats.append(DeviceStats(
-            device=f"cuda:{index}", name=fields.get("Card series") or fields.get("Card Series"),
+            device=f"{device_type}:{index}", name=fields.get("Card series") or fields.get("Card Series"),
             utilization=_number(str(fields.get("GPU use (%)", ""))),
             memory_used=None if used is None else int(used), memory_total=None if total is None else int(total),
             source="rocm-smi", memory_percent=percent))
     return _renumber(stats, physical, visible)
+
+
+# native.monitor.parser -> the function reading that tool's output
+PARSERS = {"nvidia-smi-csv": parse_nvidia_smi, "rocm-smi-json": parse_rocm_smi}
 
 
 def _run_tool(command: list[str]) -> str:
@@ -147,25 +150,38 @@ def _run_tool(command: list[str]) -> str:
 class DeviceMonitor:
     """Samples every device of the installed backends (generated chips and native GPUs).
 
-    `native`: "nvidia", "rocm", or "none"; by default the vendor tool this torch build and PATH
-    point to. `run(command) -> stdout` runs the tool (tests pass recorded outputs).
+    `native`: the native chip whose tool to read ("cuda", "hip": its spec's `native.monitor`), or
+    "none"; by default the native chip this torch build drives, when its tool is on PATH.
+    `run(command) -> stdout` runs the tool (tests pass recorded outputs).
     """
 
     def __init__(self, *, native: str | None = None, run: Callable[[list[str]], str] | None = None,
                  generated: Iterable[str] | None = None):
         self.run = run or _run_tool
-        self.native = native if native is not None else self._detect_native()
-        if self.native not in ("nvidia", "rocm", "none"):
-            raise ValueError(f"native must be 'nvidia', 'rocm' or 'none', not {self.native!r}")
+        self._facts = self._native_facts(native)
+        self.native = self._facts.name if self._facts is not None else "none"
         self._generated = list(generated) if generated is not None else None
 
     @staticmethod
-    def _detect_native() -> str:
-        if torch.version.hip and shutil.which("rocm-smi"):
-            return "rocm"
-        if torch.version.cuda and shutil.which("nvidia-smi"):
-            return "nvidia"
-        return "none"
+    def _native_facts(native: str | None):
+        from .chips import chip_facts, native_chips, torch_build
+
+        if native == "none":
+            return None
+        if native is None:
+            for name, spec in native_chips().items():
+                if spec.TORCH_BUILD == torch_build() and spec.MONITOR_COMMAND and shutil.which(spec.MONITOR_COMMAND[0]):
+                    return chip_facts(name)
+            return None
+        facts = chip_facts(native)
+        if facts is None or facts.kind != "native" or not facts.monitor_command:
+            with_monitor = sorted(n for n, s in native_chips().items() if s.MONITOR_COMMAND)
+            raise ValueError(f"native must be 'none' or a native chip with a monitor tool, not {native!r} "
+                             f"(installed: {with_monitor or 'none'}; torchfl-gen build specs/<chip>.yaml)")
+        if facts.monitor_parser not in PARSERS:
+            raise ValueError(f"{facts.spec_source}: native.monitor.parser {facts.monitor_parser!r} is not one "
+                             f"this torch_fl reads ({', '.join(PARSERS)})")
+        return facts
 
     def _generated_chips(self) -> list[str]:
         if self._generated is not None:
@@ -178,10 +194,11 @@ class DeviceMonitor:
         stats = []
         for chip in self._generated_chips():
             stats.extend(self._sample_generated(chip))
-        if self.native == "nvidia":
-            stats.extend(parse_nvidia_smi(self.run(NVIDIA_SMI), _visible("CUDA_VISIBLE_DEVICES")))
-        elif self.native == "rocm":
-            stats.extend(parse_rocm_smi(self.run(ROCM_SMI), _visible("HIP_VISIBLE_DEVICES")))
+        facts = self._facts
+        if facts is not None:
+            visible = _visible(facts.visible_devices_env) if facts.visible_devices_env else None
+            parse = PARSERS[facts.monitor_parser]
+            stats.extend(parse(self.run(list(facts.monitor_command)), visible, facts.device_type))
         return stats
 
     @staticmethod
