@@ -31,3 +31,17 @@ def npu_backend():
     result = torchfl_gen("build", "specs/npu.yaml")
     assert result.returncode == 0, result.stderr
     return result
+
+
+@pytest.fixture(scope="session")
+def native_packages():
+    """The native chips' packages (specs/cuda.yaml, specs/hip.yaml) installed: pure Python, seconds."""
+    from e2e_helpers import torchfl_gen
+
+    from torch_fl import chips
+
+    for spec in ("specs/cuda.yaml", "specs/hip.yaml"):
+        result = torchfl_gen("build", spec)
+        assert result.returncode == 0, result.stderr
+    chips._spec_module.cache_clear()
+    return sorted(chips.native_chips())

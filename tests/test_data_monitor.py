@@ -10,8 +10,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 import torch_fl
 from torch_fl.data import DeviceLoader, to_device
-from torch_fl.monitor import (NVIDIA_SMI, ROCM_SMI, DeviceMonitor, DeviceStats, DynamicDeviceSelector,
-                              parse_nvidia_smi, parse_rocm_smi)
+from torch_fl.monitor import DeviceMonitor, DeviceStats, DynamicDeviceSelector, parse_nvidia_smi, parse_rocm_smi
 
 DATA = Path(__file__).parent / "data" / "monitor"
 MiB = 1 << 20
@@ -97,7 +96,14 @@ def test_rocm_smi_outputs_of_two_releases():
     assert [(s.device, s.utilization, s.memory_fraction) for s in old] == [("cuda:0", 100.0, 0.64)]
 
 
-def test_monitor_runs_the_vendor_tool_and_samples_the_generated_chip():
+def _spec_command(path):
+    """The monitor command as the spec file writes it (generator side, not torch_fl's copy)."""
+    from generator.spec import load_spec
+
+    return list(load_spec(path).monitor.command)
+
+
+def test_monitor_runs_the_vendor_tool_and_samples_the_generated_chip(native_packages):
     commands = []
 
     def recorded(command):
@@ -105,8 +111,8 @@ def test_monitor_runs_the_vendor_tool_and_samples_the_generated_chip():
         return (DATA / "nvidia-smi-h200-busy.csv").read_text()
 
     held = torch.empty(3 * MiB, dtype=torch.uint8, device="npu:1")
-    stats = {s.device: s for s in DeviceMonitor(native="nvidia", run=recorded).sample()}
-    assert commands == [NVIDIA_SMI]
+    stats = {s.device: s for s in DeviceMonitor(native="cuda", run=recorded).sample()}
+    assert commands == [_spec_command("specs/cuda.yaml")]
     assert set(stats) == {"npu:0", "npu:1", "cuda:0"}
     npu1 = stats["npu:1"]
     assert npu1.source == "torch.npu" and npu1.utilization is None
@@ -116,12 +122,12 @@ def test_monitor_runs_the_vendor_tool_and_samples_the_generated_chip():
     del held
 
 
-def test_selector_picks_the_least_loaded_device():
+def test_selector_picks_the_least_loaded_device(native_packages):
     def recorded(command):
-        assert command == ROCM_SMI
+        assert command == _spec_command("specs/hip.yaml")
         return (DATA / "rocm-smi-mi300x-rocm6.json").read_text()
 
-    monitor = DeviceMonitor(native="rocm", run=recorded, generated=[])
+    monitor = DeviceMonitor(native="hip", run=recorded, generated=[])
     assert DynamicDeviceSelector(monitor).select() == torch.device("cuda", 1)
     busy_npu0 = torch.empty(64 * MiB, dtype=torch.uint8, device="npu:0")
     npu = DynamicDeviceSelector(DeviceMonitor(native="none"), device_type="npu")

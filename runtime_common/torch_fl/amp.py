@@ -29,9 +29,9 @@ def supported_dtypes(device_type: str) -> tuple[torch.dtype, ...]:
     bfloat16 only where the device reports it), torch's own list for a type no spec describes."""
     if device_type == torch._C._get_privateuse1_backend_name():
         return tuple(getattr(torch, device_type).get_amp_supported_dtype())
-    from .chips import chip_facts
+    from .chips import device_facts
 
-    facts = chip_facts(device_type)
+    facts = device_facts(device_type)
     if facts is None or facts.kind != "native":
         return (torch.bfloat16, torch.float16)   # torch's own list for cpu and the other built-in types
     module = getattr(torch, facts.device_type)

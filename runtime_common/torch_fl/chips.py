@@ -7,7 +7,8 @@ torch_fl.distributed and torch_fl.monitor read the facts here, so none of them n
 vendor.
 
     torch_fl.chip_facts("npu").dist_backend      # "npuccl"
-    torch_fl.chip_facts("cuda").dist_library     # "nccl" on a CUDA build, "rccl" on ROCm
+    torch_fl.chip_facts("hip").dist_library      # "rccl"
+    torch_fl.device_facts("cuda").name           # "cuda" on a CUDA build of torch, "hip" on ROCm
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import torch
 GENERATED_GROUP = "torch_fl.backends"
 NATIVE_GROUP = "torch_fl.native"
 
-__all__ = ["ChipFacts", "chip_facts", "native_chips", "torch_build"]
+__all__ = ["ChipFacts", "chip_facts", "device_facts", "native_chips", "torch_build"]
 
 
 @dataclass(frozen=True)
@@ -84,27 +85,33 @@ def _generated_facts(package: str) -> ChipFacts:
 
 
 def chip_facts(name: str) -> ChipFacts | None:
-    """The facts of the chip called `name` (a generated or native chip's name), else of the
-    chip whose tensors have device type `name`: for `cuda`, the native chip this torch build
-    drives, else the one named like the device type. None when no installed package says."""
+    """The facts of the chip torch_fl calls `name` ("npu", "cuda", "hip"); None when no
+    installed package describes it."""
     generated = _entries(GENERATED_GROUP)
     if name in generated:
         return _generated_facts(generated[name])
     native = native_chips()
-    if name in native:
-        return _native_facts(native[name])
-    candidates = [spec for spec in native.values() if spec.DEVICE_TYPE == name]
+    return _native_facts(native[name]) if name in native else None
+
+
+def device_facts(device_type: str) -> ChipFacts | None:
+    """The facts of the chip behind torch's device type `device_type`: a generated chip's own,
+    for `cuda` the native chip this torch build drives (cuda or hip), and on a build driving
+    none the chip named like the device type. None when no installed package describes it."""
+    generated = _entries(GENERATED_GROUP)
+    if device_type in generated:
+        return _generated_facts(generated[device_type])
+    candidates = [spec for spec in native_chips().values() if spec.DEVICE_TYPE == device_type]
     if not candidates:
         return None
     build = torch_build()
     chosen = next((s for s in candidates if s.TORCH_BUILD == build), None) or \
-        next((s for s in candidates if s.CHIP == name), candidates[0])
+        next((s for s in candidates if s.CHIP == device_type), candidates[0])
     return _native_facts(chosen)
 
 
 def missing_facts_error(device_type: str, what: str) -> RuntimeError:
     """The error for a device type no installed spec package describes."""
-    return RuntimeError(f"no torch_fl package describes device type '{device_type}', so its {what} is unknown: "
-                        f"build its spec (torchfl-gen build specs/<chip>.yaml); installed: "
-                        f"generated {sorted(_entries(GENERATED_GROUP)) or 'none'}, "
-                        f"native {sorted(_entries(NATIVE_GROUP)) or 'none'}")
+    return RuntimeError(f"no {what} for device type '{device_type}': no installed torch_fl package describes it "
+                        f"(build its spec: torchfl-gen build specs/<chip>.yaml; installed: generated "
+                        f"{sorted(_entries(GENERATED_GROUP)) or 'none'}, native {sorted(_entries(NATIVE_GROUP)) or 'none'})")

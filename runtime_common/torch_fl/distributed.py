@@ -267,7 +267,7 @@ def get_backend_config(device: str | torch.device, **options) -> dict:
     sets both), env:// for `env`. `options` are init_process_group keyword arguments (a
     timeout by default, plus those given here) less the ones the spec lists under
     `unsupported_options`: dropping one warns, naming it."""
-    from .chips import chip_facts, missing_facts_error
+    from .chips import device_facts, missing_facts_error
 
     device_type = torch.device(device).type
     spec = next((s for s in _specs.values() if s.CHIP == device_type), None)
@@ -279,7 +279,7 @@ def get_backend_config(device: str | torch.device, **options) -> dict:
     elif device_type == "cpu":
         backend, method, unsupported, library = "gloo", "tcp", (), "gloo"
     else:
-        facts = chip_facts(device_type)
+        facts = device_facts(device_type)
         if facts is None or facts.kind != "native":
             raise missing_facts_error(device_type, "torch.distributed backend")
         backend, method, unsupported = facts.dist_backend, facts.dist_init_method, facts.dist_unsupported_options

@@ -169,9 +169,11 @@ def check_environment(only: str | None = None) -> list[Finding]:
     findings = []
     generated = sorted(metadata.entry_points(group="torch_fl.backends"), key=lambda e: e.name)
     names = {e.name for e in generated}
-    if only is not None and only not in names and only not in ("cuda", "rocm"):
+    native = sorted(metadata.entry_points(group="torch_fl.native"), key=lambda e: e.name)
+    native_names = {e.name for e in native}
+    if only is not None and only not in names | native_names:
         return [Finding("backend", "error", only, f"no installed backend named '{only}'",
-                        f"installed: {sorted(names) or 'none'}; build one with torchfl-gen build SPEC")]
+                        f"installed: {sorted(names | native_names) or 'none'}; build one with torchfl-gen build SPEC")]
     if len(generated) > 1:
         listed = ", ".join(f"{e.name} ({e.value})" for e in generated)
         findings.append(Finding("backend", "warn", "torch_fl", f"{len(generated)} generated backends installed: {listed}",
@@ -187,15 +189,27 @@ def check_environment(only: str | None = None) -> list[Finding]:
             if entry.name not in names:
                 findings.append(Finding("backend", "info", entry.name, f"out-of-tree backend {entry.value} "
                                         "(torch.backends entry point, not from torchfl-gen)"))
-    if only in (None, "cuda", "rocm"):
-        if not torch.backends.cuda.is_built():
-            findings.append(Finding("backend", "info", "cuda", "this torch is built without CUDA/ROCm"))
-        else:
-            kind = "rocm" if torch.version.hip else "cuda"
-            count = torch.cuda.device_count()
-            findings.append(Finding("devices", "ok" if count else "warn", kind,
-                                    f"torch built for {kind} {torch.version.hip or torch.version.cuda}: "
-                                    f"{count} device(s)", None if count else "no GPU visible (driver, or *_VISIBLE_DEVICES)"))
+    from . import chips
+    from ._api import _probe_native
+
+    for entry in native:
+        if only in (None, entry.name):
+            info = _probe_native(entry)
+            if info.available:
+                findings.append(Finding("devices", "ok", entry.name, f"native chip on torch's {info.driver_version} "
+                                        f"build: {info.device_count} device(s)"))
+            elif info.driver_version is not None:  # the right build, no device
+                findings.append(Finding("devices", "warn", entry.name, f"native chip: {info.error}",
+                                        "no device visible (driver, or the *_VISIBLE_DEVICES variable)"))
+            else:
+                findings.append(Finding("backend", "info", entry.name, f"native chip not driven here: {info.error}"))
+    build = chips.torch_build()
+    if only is None and build is not None and not any(chips.native_chips()[e.name].TORCH_BUILD == build
+                                                      for e in native):
+        findings.append(Finding("backend", "warn", build, f"torch is a {build} build but no torch_fl package "
+                                "describes its GPUs: torch_fl.amp, distributed and monitor know nothing of them",
+                                "install the native spec's package: torchfl-gen build specs/<chip>.yaml "
+                                "(specs/cuda.yaml, specs/hip.yaml)"))
     if not generated and only is None:
         findings.append(Finding("backend", "warn", "torch_fl", "no generated backend installed",
                                 "build one: torchfl-gen build specs/<chip>.yaml"))

@@ -39,15 +39,15 @@ def test_facts_come_from_this_package():
     assert (facts.dist_backend, facts.dist_library, facts.monitor_command) == (
         spec.DIST_BACKEND, spec.DIST_LIBRARY, spec.MONITOR_COMMAND)
     if BUILT_FOR_CHIP:  # the device type's facts are this chip's where this torch drives it
-        assert torch_fl.chip_facts(DEVICE_TYPE) == facts
+        assert torch_fl.device_facts(DEVICE_TYPE) == facts
 
 
 def test_backend_config(monkeypatch):
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", "29500")
     config = torch_fl.distributed.get_backend_config(DEVICE_TYPE)
-    facts = torch_fl.chip_facts(DEVICE_TYPE)
-    assert config["backend"] == facts.dist_backend
+    facts = torch_fl.device_facts(DEVICE_TYPE)
+    assert config["backend"] == facts.dist_backend and config["library"] == facts.dist_library
     if facts.dist_init_method == "tcp":
         assert config["init_method"] == "tcp://127.0.0.1:29500"
 
