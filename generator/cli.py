@@ -253,7 +253,7 @@ def check(specs_dir: str, generated_dir: str) -> None:
     for path in specs:
         base = _load(str(path))
         for version in _driver_versions(base):
-            spec = base if version in (None, base.driver.version) else _load(str(path), driver_version=version)
+            spec = base if version is None or version == base.driver.version else _load(str(path), driver_version=version)
             builds += 1
             stale += _stale_files(spec, Path(generated_dir) / _package_folder(spec))
             folders.add(_package_folder(spec))

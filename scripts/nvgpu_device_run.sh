@@ -36,7 +36,7 @@ fi
 
 if has native; then
   # The native cuda chip (specs/cuda.yaml): torch_fl's facts, autocast and nvidia-smi on the GPU.
-  { python3 -m generator build specs/cuda.yaml && timeout 120 python3 -m pytest generated/cuda/tests -q -p no:cacheprovider -rs; } \
+  { python3 -m torchfl_gen build specs/cuda.yaml && timeout 120 python3 -m pytest generated/cuda/tests -q -p no:cacheprovider -rs; } \
     2>&1 | tee "$out/native.log"
 fi
 

@@ -98,7 +98,7 @@ def test_rocm_smi_outputs_of_two_releases():
 
 def _spec_command(path):
     """The monitor command as the spec file writes it (generator side, not torch_fl's copy)."""
-    from generator.spec import load_spec
+    from torchfl_gen.spec import load_spec
 
     return list(load_spec(path).monitor.command)
 

@@ -18,8 +18,8 @@ import torch
 
 import torch_fl
 from e2e_helpers import ROOT, torchfl_gen
-from generator.model import NativeSpec
-from generator.spec import SpecErrors, load_spec, parse_spec_bytes
+from torchfl_gen.model import NativeSpec
+from torchfl_gen.spec import SpecErrors, load_spec, parse_spec_bytes
 
 CUDA_SPEC = (ROOT / "specs" / "cuda.yaml").read_text()
 HIP_SPEC = (ROOT / "specs" / "hip.yaml").read_text()
