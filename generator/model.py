@@ -20,6 +20,9 @@ REQUIRED_HOOKS = (
     "event_elapsed_time",
 )
 
+# driver.version_encoding -> (major scale, minor scale) of the driver_version hook's integer
+VERSION_SCALES = {"cuda": (1000, 10), "hip": (10_000_000, 100_000)}
+
 FALLBACK_STEPS = ("triton", "cpu")
 TRITON_MODES = ("compile", "interpret")
 WARN_POLICIES = ("once", "always", "never")
@@ -68,16 +71,22 @@ class Driver:
     hooks: tuple[tuple[str, str], ...]  # (hook, symbol) in REQUIRED_HOOKS order
     # Every version the spec builds: driver.version first, then driver.versions in order.
     versions: tuple[str, ...] = ()
+    version_encoding: str = "cuda"      # how driver_version encodes it: VERSION_SCALES' key
 
     @property
     def default_version(self) -> str:
         return self.versions[0] if self.versions else self.version
 
     @property
+    def version_scales(self) -> tuple[int, int]:
+        return VERSION_SCALES[self.version_encoding]
+
+    @property
     def version_code(self) -> int:
-        """The driver's integer encoding of `version`: major*1000 + minor*10 (CUDA's)."""
+        """The driver's integer encoding of `version` (patch 0): major*1000 + minor*10 for CUDA's."""
         major, _, minor = self.version.partition(".")
-        return int(major) * 1000 + int(minor or 0) * 10
+        major_scale, minor_scale = self.version_scales
+        return int(major) * major_scale + int(minor or 0) * minor_scale
 
     def symbol(self, hook: str) -> str:
         return dict(self.hooks)[hook]

@@ -68,6 +68,8 @@ def is_builtin_device_type(name: str) -> bool:
 
 _PATTERN_WHAT = {
     r"^[a-z][a-z0-9_]{0,30}$": "a lowercase identifier of at most 31 characters (a-z, 0-9, _; starting with a letter)",
+    r"^[a-z][a-z_]{0,30}$": "a lowercase name of letters and '_' of at most 31 characters (torch's device "
+                            "strings take no digits)",
     r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$": "a name of letters, digits, '_', '.', '-' (at most 64 characters)",
     r"^[A-Za-z_][A-Za-z0-9_]*$": "a C identifier",
     r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*$": "a C++ namespace (like vendor::ops)",
@@ -568,6 +570,7 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes,
             home_env=drv.get("home_env"),
             version=version,
             versions=tuple([drv["version"]] + sorted(drv.get("versions") or {}, key=_version_key)),
+            version_encoding=drv.get("version_encoding", "cuda"),
             status=model.DriverStatus(**{f: drv["status"][f] for f in ("success", "not_ready", "out_of_memory")}),
             memcpy_kinds=model.MemcpyKinds(**{f: drv["memcpy_kinds"][f] for f in (
                 "host_to_host", "host_to_device", "device_to_host", "device_to_device")}),

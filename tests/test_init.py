@@ -1,6 +1,8 @@
 """torch_fl.init(): discovery through entry points, the probe of each backend, DEBUG log."""
 from __future__ import annotations
 
+import torch
+
 from e2e_helpers import last_json_line, run_python
 
 PROBE = """
@@ -8,17 +10,22 @@ PROBE = """
     logging.basicConfig(level=logging.DEBUG, format="%(name)s %(message)s")
     info = torch_fl.init()
     npu = info["npu"]
-    print(json.dumps({"names": sorted(info), "kind": npu.kind, "available": npu.available,
+    native = {name: [entry.kind, entry.available, entry.error] for name, entry in info.items() if name != "npu"}
+    print(json.dumps({"names": sorted(info), "native": native, "kind": npu.kind, "available": npu.available,
                       "count": npu.device_count, "built": npu.driver_version, "runtime": npu.runtime_version,
                       "libraries": list(npu.libraries), "error": npu.error}))
 """
 
 
-def test_init_probes_the_driver_and_logs_each_step():
+def test_init_probes_the_driver_and_logs_each_step(native_packages):
     proc = run_python(PROBE, env={"SIMNPU_DEVICE_COUNT": "3"})
     assert proc.returncode == 0, proc.stderr
     info = last_json_line(proc.stdout)
-    assert info["names"] == ["npu"]  # a CPU torch: no cuda entry, no other torch.backends entry
+    # The native chips' packages are installed (the fixture); on a CPU torch they are listed, unavailable.
+    assert native_packages == ["cuda", "hip"] and info["names"] == ["cuda", "hip", "npu"]
+    cpu_build = f"this torch ({torch.__version__}) is a CPU build"
+    assert info["native"] == {name: ["native", False, f"needs a {name} build of torch; {cpu_build}"]
+                              for name in ("cuda", "hip")}
     assert info["kind"] == "generated" and info["available"] and info["count"] == 3
     assert info["built"] == info["runtime"] == "2.1"
     assert [path.rsplit("/", 1)[-1] for path in info["libraries"]] == ["libsimnpu_runtime.so"]
@@ -26,7 +33,8 @@ def test_init_probes_the_driver_and_logs_each_step():
     expected = ["entry points torch_fl.backends: ['npu']", "found backend npu -> torch_fl_npu",
                 "torch_fl_npu registered as torch.npu", f"npu driver loaded from {info['libraries'][0]}, version 2.1 "
                 "(built for 2.1)", "npu driver: loaded; 3 device(s)", "other torch.backends entry points: none",
-                "this torch has no CUDA/ROCm support", "autograd device check installed (custom Function backwards)"]
+                f"native cuda unavailable: needs a cuda build of torch; {cpu_build}",
+                f"native hip unavailable: needs a hip build of torch; {cpu_build}", "autograd device check installed (custom Function backwards)"]
     assert [line.removeprefix("torch_fl torch_fl: ") for line in log] == expected
 
 

@@ -148,10 +148,12 @@ def test_builtin_device_names(name):
     assert not spec_mod.is_builtin_device_type("npu")
 
 
-def test_chip_name_pattern(tmp_path):
-    assert errors_of(tmp_path, edit(("  name: npu", "  name: NPU"))) == [
-        f"{F}:{line_of(NPU_TEXT, '  name: npu')}:9: chip.name: 'NPU' is not a lowercase identifier of at most 31 characters "
-        "(a-z, 0-9, _; starting with a letter)"]
+@pytest.mark.parametrize("name", ["NPU", "npu2", "_npu"])
+def test_chip_name_pattern(tmp_path, name):
+    # torch.device("npu2") is "Invalid device string": a device type has no digits
+    assert errors_of(tmp_path, edit(("  name: npu", f"  name: {name}"))) == [
+        f"{F}:{line_of(NPU_TEXT, '  name: npu')}:9: chip.name: '{name}' is not a lowercase name of letters and '_' "
+        "of at most 31 characters (torch's device strings take no digits)"]
 
 
 def test_kernels_section_required_for_kernels(tmp_path):
@@ -193,7 +195,8 @@ def test_unknown_fallback_step(tmp_path):
      "19: dtypes[1]: invalid value 'float65' (did you mean 'float64'? expected one of: float32, float64, float16, "
      "bfloat16, int8, uint8, int16, int32, int64, bool, complex64, complex128)"),
     ("  warn: once", "  warn: onse", "9: fallback.warn: invalid value 'onse' (did you mean 'once'? expected one of: once, always, never)"),
-    ("  integration: privateuse1", "  integration: native", "16: chip.integration: invalid value 'native' (expected one of: privateuse1)"),
+    ("  integration: privateuse1", "  integration: nativ",
+     "16: chip.integration: invalid value 'nativ' (did you mean 'native'? expected one of: privateuse1, native)"),
     ("    not_ready: 6", "    not_ready: 99999999999", "16: driver.status.not_ready: 99999999999 is out of range (must be <= 2147483647)"),
     ("  libraries:\n    - libsimnpu_runtime.so", "  libraries: []", "14: driver.libraries: must not be empty"),
     ("  warn: once", "  warn: once\n  on: 1", "3: fallback: mapping key must be a string, not bool true"),

@@ -16,11 +16,13 @@ def schema():
 
 
 def _objects(node, where="#"):
-    """Every (location, subschema) in the schema."""
+    """Every (location, subschema) in the schema that describes a document's shape: an `if` is a
+    predicate over the document (which chips are native), not a shape, so it is left out."""
     if isinstance(node, dict):
         yield where, node
         for k, v in node.items():
-            yield from _objects(v, f"{where}/{k}")
+            if k != "if":
+                yield from _objects(v, f"{where}/{k}")
     elif isinstance(node, list):
         for i, v in enumerate(node):
             yield from _objects(v, f"{where}/{i}")

@@ -76,7 +76,7 @@ def check(name, *args, device=DEVICE, **kwargs):
     for k, a in enumerate(_outs(name)):
         dt = (exp[k] if isinstance(exp, tuple) else exp).dtype
         outs[a.name] = torch.empty(0, dtype=dt, device=device)
-    got = tops.kernel_for(name)(*got_args, **kwargs, **outs)
+    got = tops.kernel_for(name)(*got_args, **{k: _to(v, device) for k, v in kwargs.items()}, **outs)
     if name.split(".")[0].endswith("_"):
         assert got is got_args[0]
         _same(got_args[0], exp_args[0])

@@ -234,8 +234,8 @@ def test_upsample_1d_3d(dtype):
 def test_upsample_nearest_int64_exact():
     x = rnd(1, 2, 3, 4, dtype=I64, lo=-(2 ** 40), hi=2 ** 40)
     ref = x.repeat_interleave(2, 2).repeat_interleave(3, 3)  # aten's CPU nearest lacks int64
-    got = _run("upsample_nearest2d", (x, (6, 12)), {}, "cpu")
-    assert torch.equal(got, ref)
+    got = _run("upsample_nearest2d", (x, (6, 12)), {}, DEVICE)
+    assert torch.equal(got.cpu(), ref)
 
 
 PADS = {1: [(3, 2), (0, 4), (2, 0)], 2: [(1, 2, 2, 0), (0, 3, 1, 1)], 3: [(1, 2, 0, 2, 2, 1)]}
@@ -321,8 +321,8 @@ def test_native_batch_norm_legit(dtype, training):
             mask = [True, affine, affine]
             ref_b = torch.ops.aten.native_batch_norm_backward(g, x, w, rm, rv, ref[1], ref[2], training, 1e-5, mask)
             got_b = _run("batch_norm_backward", (g, x, w, rm, rv, ref[1], ref[2], training, 1e-5, mask,
-                                                 torch.empty(0, dtype=torch.uint8)), {}, "cpu")
-            _close(got_b, ref_b, SUM_TOL, "cpu")
+                                                 torch.empty(0, dtype=torch.uint8)), {}, DEVICE)
+            _close(got_b, ref_b, SUM_TOL, DEVICE)
     if training:
         x = rnd(2, 4, 3, dtype=dtype)
         check("_native_batch_norm_legit.no_stats", (x, None, None, True, 0.1, 1e-5), tol=SUM_TOL)
@@ -410,10 +410,10 @@ def test_grid_sampler_3d_kernel(dtype):
         for padding in (0, 1, 2):
             for align in (False, True):
                 ref = torch.ops.aten.grid_sampler_3d(x, grid, mode, padding, align)
-                _close(fwd(x, grid, mode, padding, align), ref, None, "cpu")
+                _close(on_device(fwd)(x, grid, mode, padding, align), ref, None, "cpu")
                 g = rnd(*ref.shape, dtype=dtype, seed=2)
                 ref_b = torch.ops.aten.grid_sampler_3d_backward(g, x, grid, mode, padding, align, [True, True])
-                _close(bwd(g, x, grid, mode, padding, align, [True, True]), ref_b, SUM_TOL, "cpu")
+                _close(on_device(bwd)(g, x, grid, mode, padding, align, [True, True]), ref_b, SUM_TOL, "cpu")
     with pytest.raises(RuntimeError, match="bicubic interpolation only supports 4D"):
         fwd(x, grid, 2, 0, False)
 

@@ -39,11 +39,13 @@ def _generated_module(name: str):
     return None
 
 
-def _version_text(code) -> str:
-    """A driver version code as the spec writes versions: 2010 -> "2.1" (CUDA's 1000*major + 10*minor)."""
-    if isinstance(code, int) and code >= 1000:
-        major, minor = divmod(code, 1000)
-        return f"{major}.{minor // 10}"
+def _version_text(code, scales: tuple[int, int] = (1000, 10)) -> str:
+    """A driver version code as the spec writes versions: 2010 -> "2.1" with CUDA's scales
+    (1000*major + 10*minor), 50221153 -> "5.2" with HIP's (10000000, 100000)."""
+    major_scale, minor_scale = scales
+    if isinstance(code, int) and code >= major_scale:
+        major, rest = divmod(code, major_scale)
+        return f"{major}.{rest // minor_scale}"
     return str(code)
 
 
@@ -65,7 +67,7 @@ def _probe(entry) -> BackendInfo:
         runtime = libraries = None
         if error is None:
             libraries = tuple(module._C._driver_libraries())
-            runtime = _version_text(module._C._driver_version())
+            runtime = _version_text(module._C._driver_version(), module.spec.DRIVER_VERSION_SCALES)
             log.debug("torch_fl: %s driver loaded from %s, version %s (built for %s)", entry.name,
                       ", ".join(libraries), runtime, built)
         device_module = getattr(torch, entry.name)

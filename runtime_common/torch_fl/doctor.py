@@ -107,7 +107,7 @@ try:
     if out["error"] is None:
         from torch_fl._api import _version_text
         out["libraries"] = list(module._C._driver_libraries())
-        out["runtime_driver"] = _version_text(module._C._driver_version())
+        out["runtime_driver"] = _version_text(module._C._driver_version(), module.spec.DRIVER_VERSION_SCALES)
         device_module = getattr(torch, module.spec.CHIP)
         out["devices"] = [device_module.get_device_name(i) for i in range(device_module.device_count())]
 except BaseException as exc:

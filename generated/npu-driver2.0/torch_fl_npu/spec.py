@@ -11,6 +11,8 @@ SPEC_SHA256 = '848e1a1ad4474931b6b9c77af5108b0e8f9872e3473cb672e2c6654268342b5d'
 GENERATOR_VERSION = '0.1.0'
 PACKAGE_VERSION = '0.1.0+driver2.0'
 DRIVER_VERSION = '2.0'
+# the driver_version hook's integer: major * scale[0] + minor * scale[1] (+ patch), `cuda`
+DRIVER_VERSION_SCALES = (1000, 10)
 DRIVER_LIBRARIES = ('libsimnpu_runtime.so',)
 DRIVER_HOME_ENV = 'SIMNPU_HOME'
 # driver hook -> the symbol it is bound to

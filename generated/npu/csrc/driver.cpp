@@ -17,6 +17,8 @@ torch_fl::DriverDescription describe_driver() {
   d.home_env = "SIMNPU_HOME";
   d.built_version = "2.1";
   d.built_version_code = 2010;
+  d.version_major_scale = 1000;  // version_encoding: cuda
+  d.version_minor_scale = 10;
   d.status_success = 0;
   d.status_not_ready = 6;
   d.status_out_of_memory = 2;

@@ -16,6 +16,8 @@ torch_fl::DriverDescription describe_driver() {
   d.libraries.push_back("libcudart.so.13");
   d.built_version = "13.0";
   d.built_version_code = 13000;
+  d.version_major_scale = 1000;  // version_encoding: cuda
+  d.version_minor_scale = 10;
   d.status_success = 0;
   d.status_not_ready = 600;
   d.status_out_of_memory = 2;

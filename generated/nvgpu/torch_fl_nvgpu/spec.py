@@ -11,6 +11,8 @@ SPEC_SHA256 = 'a207617ae59badb5078452fe3576e22977c2320dc70bb2dbf06a09563a55c674'
 GENERATOR_VERSION = '0.1.0'
 PACKAGE_VERSION = '0.1.0+driver13.0'
 DRIVER_VERSION = '13.0'
+# the driver_version hook's integer: major * scale[0] + minor * scale[1] (+ patch), `cuda`
+DRIVER_VERSION_SCALES = (1000, 10)
 DRIVER_LIBRARIES = ('libcudart.so.13',)
 DRIVER_HOME_ENV = ''
 # driver hook -> the symbol it is bound to

@@ -23,9 +23,10 @@ std::string join(const std::vector<std::string>& items, const char* sep) {
   return out.str();
 }
 
-std::string decode_version(int code) {
+// "MAJOR.MINOR" of a driver_version code (the patch level, below minor_scale, is left out).
+std::string decode_version(int code, const torch_fl::DriverDescription& d) {
   std::ostringstream out;
-  out << code / 1000 << "." << (code % 1000) / 10;
+  out << code / d.version_major_scale << "." << (code % d.version_major_scale) / d.version_minor_scale;
   return out.str();
 }
 
@@ -117,11 +118,11 @@ void Driver::ensure_loaded() {
     failed("driver_version hook failed with status " + std::to_string(status));
   }
   runtime_version_code_ = version;
-  if (version != description.built_version_code) {
+  if (decode_version(version, description) != decode_version(description.built_version_code, description)) {
     failed("driver version mismatch: the loaded driver (" + join(library_paths_, ", ") + ") reports version " +
-           decode_version(version) + ", but this backend was built for driver " + description.built_version +
+           decode_version(version, description) + ", but this backend was built for driver " + description.built_version +
            "; install the package built for it: " + description.distribution + "==" +
-           description.generator_version + "+driver" + decode_version(version) +
+           description.generator_version + "+driver" + decode_version(version, description) +
            " (or point " + (description.home_env.empty() ? std::string("the loader") : description.home_env) +
            " at a driver " + description.built_version + " installation)");
   }
@@ -147,14 +148,35 @@ void Driver::fail(int status, const char* what) const {
   TORCH_CHECK(false, description_.chip, " driver error ", status, " (", error_text(status), ") in ", what);
 }
 
+namespace {
+
+// A device call failed: when the driver sees no device at all, say so (as torch.cuda's "No CUDA
+// GPUs are available") rather than the device call's own error; otherwise report that error.
+[[noreturn]] void fail_device_call(int status, const char* what) {
+  auto& d = Driver::instance();
+  int count = 0;
+  const int count_status = d.mutable_api().device_count(&count);
+  if (!d.ok(count_status) || count <= 0) {
+    TORCH_CHECK(false, "no ", d.description().chip, " device is available: the driver reports ",
+                d.ok(count_status) ? std::string("0 devices") : d.error_text(count_status),
+                " (", d.description().chip, " driver error ", status, " (", d.error_text(status), ") in ", what,
+                "); check that the device is present and visible to this process");
+  }
+  d.fail(status, what);
+}
+
+}  // namespace
+
 c10::DeviceIndex current_device() {
   int device = 0;
-  TORCH_FL_DRIVER_CHECK(driver().get_device(&device));
+  const int status = driver().get_device(&device);
+  if (C10_UNLIKELY(!Driver::instance().ok(status))) fail_device_call(status, "get_device");
   return static_cast<c10::DeviceIndex>(device);
 }
 
 void set_current_device(c10::DeviceIndex device) {
-  TORCH_FL_DRIVER_CHECK(driver().set_device(device));
+  const int status = driver().set_device(device);
+  if (C10_UNLIKELY(!Driver::instance().ok(status))) fail_device_call(status, "set_device");
 }
 
 c10::DeviceIndex device_count() noexcept {

@@ -60,6 +60,8 @@ struct DriverDescription {
   std::string home_env;                    // env var naming a folder that overrides them
   std::string built_version;               // "2.1"
   int built_version_code = 0;              // the driver's encoding of it
+  int version_major_scale = 1000;          // code = major*major_scale + minor*minor_scale (+ patch)
+  int version_minor_scale = 10;
   int status_success = 0;
   int status_not_ready = 0;
   int status_out_of_memory = 0;
