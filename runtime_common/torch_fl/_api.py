@@ -39,9 +39,9 @@ def _generated_module(name: str):
     return None
 
 
-def _version_text(code, scales: tuple[int, int] = (1000, 10)) -> str:
-    """A driver version code as the spec writes versions: 2010 -> "2.1" with CUDA's scales
-    (1000*major + 10*minor), 50221153 -> "5.2" with HIP's (10000000, 100000)."""
+def _version_text(code, scales: tuple[int, int]) -> str:
+    """A driver version code as the spec writes versions, by the package's DRIVER_VERSION_SCALES:
+    2010 -> "2.1" with CUDA's (1000*major + 10*minor), 50221153 -> "5.2" with HIP's (10000000, 100000)."""
     major_scale, minor_scale = scales
     if isinstance(code, int) and code >= major_scale:
         major, rest = divmod(code, major_scale)
