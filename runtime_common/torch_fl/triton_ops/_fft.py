@@ -20,6 +20,7 @@ import triton.language as tl
 from . import Unsupported
 from . import _impl as I
 from . import _kernels as K
+from . import _launch
 
 _COMPLEX_OF = {torch.float32: torch.complex64, torch.float64: torch.complex128}
 _REAL_OF = {torch.complex64: torch.float32, torch.complex128: torch.float64}
@@ -226,3 +227,7 @@ KERNELS: dict[str, Callable] = {
     "_fft_c2r": fft_c2r,
     "_fft_c2r.out": fft_c2r,
 }
+
+
+# Compiled mode: launches skip Triton's per-call argument binding (_launch.py).
+_launch.install(globals())

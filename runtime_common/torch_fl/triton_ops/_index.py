@@ -19,6 +19,7 @@ import triton.language as tl
 from . import Unsupported
 from . import _impl as I
 from . import _kernels as K
+from . import _launch
 
 _BLOCK = 1024
 _SORT_MAX = 1 << 14  # rank-by-counting is O(K^2) per row: longer rows go to the next step
@@ -1229,3 +1230,7 @@ KERNELS: dict[str, Callable] = {
     "_cummax_helper": _cummax_helper, "_cummin_helper": _cummin_helper,
     "max.dim": max_dim, "max.dim_max": max_dim_max, "min.dim": min_dim, "min.dim_min": min_dim_min,
 }
+
+
+# Compiled mode: launches skip Triton's per-call argument binding (_launch.py).
+_launch.install(globals())

@@ -13,6 +13,8 @@ import os
 import triton
 import triton.language as tl
 
+from . import _launch
+
 
 def _patch_interpreter_index() -> None:
     """Triton 3.6's interpreter turns a scalar kernel argument used as an index
@@ -1482,3 +1484,7 @@ def tri_kernel(x, out, B, R, C, sxb, sxr, sxc, sob, sor, soc, DIAG,
         else:
             v = tl.where(d >= DIAG, xv, 0)
     tl.store(out + b * sob + r[:, None] * sor + c[None, :] * soc, _to_odt(v, ODT), mask=m)
+
+
+# Compiled mode: launches skip Triton's per-call argument binding (_launch.py).
+_launch.install(globals())

@@ -36,6 +36,7 @@ import triton.language as tl
 from . import Unsupported
 from . import _impl as I
 from . import _kernels as K
+from . import _launch
 
 _MAXN = 64  # largest matrix side handled by one program
 _NB = 4  # batch dims decoded in the kernels
@@ -1580,3 +1581,7 @@ KERNELS: dict[str, Callable] = {
     "linalg_ldl_solve.out": linalg_ldl_solve_out,
     "linalg_matrix_exp": linalg_matrix_exp,
 }
+
+
+# Compiled mode: launches skip Triton's per-call argument binding (_launch.py).
+_launch.install(globals())

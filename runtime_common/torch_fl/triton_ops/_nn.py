@@ -24,6 +24,7 @@ import triton.language as tl
 from . import Unsupported
 from . import _impl as I
 from . import _kernels as K
+from . import _launch
 
 _BLOCK = 256
 
@@ -1810,3 +1811,7 @@ KERNELS["grid_sampler_2d"], KERNELS["grid_sampler_2d_backward"] = _grid_sampler(
 GRID_SAMPLER_3D = _grid_sampler(3)
 KERNELS["_prelu_kernel"] = _prelu_kernel
 KERNELS["_prelu_kernel_backward"] = _prelu_kernel_backward
+
+
+# Compiled mode: launches skip Triton's per-call argument binding (_launch.py).
+_launch.install(globals())

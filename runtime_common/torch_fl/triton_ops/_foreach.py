@@ -1,0 +1,319 @@
+"""The `foreach` family: torch._foreach_* ops (the optimizers' multi-tensor updates).
+
+Without these kernels a foreach op decomposes into one pointwise op per tensor: SGD with
+momentum on ResNet-50 makes ~480 Triton launches a step, each paying the host cost of
+an op. Here one call computes every tensor of its lists, element by element, exactly as
+the per-tensor op would (same preparation: `_impl`'s type promotion and op choice), in
+one launch of `foreach_pointwise_kernel` per group of tensors that share dtypes and
+operand kinds. The kernel reads a table (one row per chunk of a tensor: output
+pointer, operand pointers or immediate scalars, element range) from device memory; the
+table of a call is cached by its contents, so a training loop, whose tensors keep their
+addresses, builds and uploads it once.
+
+Tensors the table cannot serve take the per-tensor paths: a non-contiguous or broadcast
+operand gets `launch_pointwise` (the strided kernel), an operand on another device the
+per-tensor torch op. Under Triton's interpreter the table holds host addresses, so it is
+used for CPU tensors only (the tests); a simulated chip gets a launch per tensor.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import triton
+import triton.language as tl
+
+from . import Unsupported
+from . import _impl as I
+from . import _kernels as K
+from . import _launch
+from ._foreach_ops import OPS
+from ._kernels import BF16, F16, F32, F64, I8, I16, I32, I64, U8, _apply, _dense_operand, _to_cdt, _to_odt
+
+_ROW = 8             # int64 fields of a table row: out, four operands, start, end, unused
+_CHUNK = 16 * 1024   # elements per row: enough rows for every SM when tensors are few
+_BLOCK = 1024
+_TABLE_CACHE: dict[tuple, torch.Tensor] = {}
+_TABLE_CACHE_SIZE = 32
+# Element dtypes a table pointer can be cast to (bool and complex take the per-tensor paths).
+_POINTER_DTYPES = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
+                   torch.int16, torch.int32, torch.int64}
+
+
+@triton.jit
+def _as_pointer(address, DT: tl.constexpr):
+    if DT == F32:
+        return address.to(tl.pointer_type(tl.float32))
+    elif DT == F64:
+        return address.to(tl.pointer_type(tl.float64))
+    elif DT == F16:
+        return address.to(tl.pointer_type(tl.float16))
+    elif DT == BF16:
+        return address.to(tl.pointer_type(tl.bfloat16))
+    elif DT == I32:
+        return address.to(tl.pointer_type(tl.int32))
+    elif DT == I64:
+        return address.to(tl.pointer_type(tl.int64))
+    elif DT == I8:
+        return address.to(tl.pointer_type(tl.int8))
+    elif DT == U8:
+        return address.to(tl.pointer_type(tl.uint8))
+    else:
+        return address.to(tl.pointer_type(tl.int16))
+
+
+@triton.jit
+def _row_operand(field, out, lin, mask, DT: tl.constexpr, KIND: tl.constexpr, OTHER: tl.constexpr,
+                 CDT: tl.constexpr):
+    """A row's operand: `field` is a pointer (KIND 0: laid out like the output, 1: one
+    element) or an immediate (2: an int, 3: a double's bit pattern); see _dense_operand."""
+    if KIND <= 1:
+        return _dense_operand(_as_pointer(field, DT), lin, mask, field, KIND, OTHER, CDT)
+    else:
+        return _dense_operand(out, lin, mask, field, KIND, OTHER, CDT)
+
+
+@triton.jit(do_not_specialize=['P0', 'P1', 'P2'])
+def foreach_pointwise_kernel(table, P0, P1, P2, OP: tl.constexpr, NIN: tl.constexpr, CDT: tl.constexpr,
+                             ODT: tl.constexpr, DA: tl.constexpr, DB: tl.constexpr, DC: tl.constexpr,
+                             DD: tl.constexpr, KA: tl.constexpr, KB: tl.constexpr, KC: tl.constexpr,
+                             KD: tl.constexpr, BLOCK: tl.constexpr):
+    """pointwise_dense_kernel over a table: program i computes row i's element range of
+    its output tensor (D*: operand dtype codes, K*: operand kinds)."""
+    row = table + tl.program_id(0).to(tl.int64) * 8
+    out = _as_pointer(tl.load(row), ODT)
+    fa = tl.load(row + 1)
+    fb = tl.load(row + 2)
+    fc = tl.load(row + 3)
+    fd = tl.load(row + 4)
+    start = tl.load(row + 5)
+    end = tl.load(row + 6)
+    p0 = _to_cdt(P0.to(tl.int64).to(tl.float64, bitcast=True), CDT)
+    p1 = _to_cdt(P1.to(tl.int64).to(tl.float64, bitcast=True), CDT)
+    p2 = _to_cdt(P2.to(tl.int64).to(tl.float64, bitcast=True), CDT)
+    for offset in range(start, end, BLOCK):
+        lin = offset + tl.arange(0, BLOCK)
+        mask = lin < end
+        x = _row_operand(fa, out, lin, mask, DA, KA, 0, CDT)
+        y = x
+        z = x
+        w = x
+        if NIN >= 2:
+            y = _row_operand(fb, out, lin, mask, DB, KB, 1, CDT)
+        if NIN >= 3:
+            z = _row_operand(fc, out, lin, mask, DC, KC, 1, CDT)
+        if NIN >= 4:
+            w = _row_operand(fd, out, lin, mask, DD, KD, 1, CDT)
+        res = _apply(x, y, z, w, p0, p1, p2, OP, CDT)
+        tl.store(out + lin, _to_odt(res, ODT), mask=mask)
+
+
+# ------------------------------------------------------------ element ops --
+# foreach name -> per overload: (the per-tensor op whose preparation _impl registered,
+# the torch function a tensor falls back to).
+def _same(prep_key: str, function: str, overloads=("List", "Scalar", "ScalarList", "Tensor")) -> dict:
+    return {overload: (prep_key, function) for overload in overloads}
+
+
+_ELEMENT: dict[str, dict] = {
+    "add": _same("add.Tensor", "add"),
+    "sub": _same("sub.Tensor", "sub"),
+    "mul": _same("mul.Tensor", "mul"),
+    "div": _same("div.Tensor", "div"),
+    # maximum/minimum with a scalar are clamp_min/clamp_max, as in ATen's foreach kernels
+    "maximum": {"List": ("maximum", "maximum"), **_same("clamp_min", "clamp_min", ("Scalar", "ScalarList"))},
+    "minimum": {"List": ("minimum", "minimum"), **_same("clamp_max", "clamp_max", ("Scalar", "ScalarList"))},
+    "clamp_min": _same("clamp_min", "clamp_min"),
+    "clamp_max": _same("clamp_max", "clamp_max"),
+    "pow": {"List": ("pow.Tensor_Tensor", "pow"), "Scalar": ("pow.Tensor_Scalar", "pow"),
+            "ScalarList": ("pow.Tensor_Scalar", "pow"), "ScalarAndTensor": ("pow.Scalar", "pow")},
+    "lerp": {"List": ("lerp.Tensor", "lerp"), **_same("lerp.Scalar", "lerp", ("Scalar", "ScalarList"))},
+    "addcmul": _same("addcmul", "addcmul"),
+    "addcdiv": _same("addcdiv", "addcdiv"),
+    **{name: {None: (name if name != "abs" else "abs.out", name)}
+       for name in ("neg", "abs", "sqrt", "rsqrt", "reciprocal", "sign", "exp", "log")},
+}
+
+
+def _prep_zero(self):
+    return "copy", [0], self.dtype, I._cdt(self.dtype)
+
+
+def _prep_copy(self, src):
+    return "copy", [src], self.dtype, I._cdt(src.dtype)
+
+
+def _check_lengths(*lists) -> int:
+    n = len(lists[0])
+    if n == 0:
+        raise RuntimeError("Tensor list must have at least one tensor.")
+    for other in lists[1:]:
+        if len(other) != n:
+            raise RuntimeError(f"Tensor lists must have the same number of tensors, got {n} and {len(other)}")
+    return n
+
+
+def _rows(name: str, overload: str | None, args, kwargs):
+    """(the list that gives each row its output or shape, [(positional, keyword) per tensor])."""
+    if name in ("addcmul", "addcdiv"):
+        self, t1, t2, *rest = args
+        value = rest[0] if rest else kwargs.get("value", kwargs.get("scalars", 1))
+        n = _check_lengths(self, t1, t2)
+        if overload == "Scalar":
+            values = [value] * n
+        else:
+            values = value.tolist() if isinstance(value, torch.Tensor) else list(value)
+            if isinstance(value, torch.Tensor) and value.dim() != 1:
+                raise RuntimeError(f"Expected scalars to be a 1-D tensor, got {value.dim()}-D")
+            _check_lengths(self, values)
+        return self, [((self[i], t1[i], t2[i]), {"value": values[i]}) for i in range(n)]
+    if name == "lerp":
+        self, t1, weight = args
+        n = _check_lengths(self, t1)
+        if overload == "List":
+            _check_lengths(self, weight)
+            return self, [((self[i], t1[i], weight[i]), {}) for i in range(n)]
+        weights = [weight] * n if overload == "Scalar" else list(weight)
+        _check_lengths(self, weights)
+        return self, [((self[i], t1[i], weights[i]), {}) for i in range(n)]
+    if overload == "ScalarAndTensor":  # pow(scalar, exponents)
+        base, exponents = args
+        _check_lengths(exponents)
+        return exponents, [((base, e), {}) for e in exponents]
+    if overload is None:  # unary, zero_
+        self = args[0]
+        _check_lengths(self)
+        return self, [((t,), {}) for t in self]
+    self, other = args[0], args[1]
+    alpha = kwargs.get("alpha", args[2] if len(args) > 2 else 1)
+    extra = {"alpha": alpha} if name in ("add", "sub") and overload in ("List", "Tensor") else {}
+    n = _check_lengths(self)
+    if overload == "List":
+        _check_lengths(self, other)
+        return self, [((self[i], other[i]), extra) for i in range(n)]
+    if overload == "ScalarList":
+        _check_lengths(self, other)
+        return self, [((self[i], other[i]), extra) for i in range(n)]
+    if overload == "Tensor" and (other.dim() != 0 and other.numel() != 1):
+        raise RuntimeError(f"scalar tensor expected to be 0 dim but it has {other.dim()} dimensions "
+                           f"and {other.numel()} elements.")
+    return self, [((self[i], other), extra) for i in range(n)]
+
+
+# ------------------------------------------------------------ the launch ---
+def _table_serves(device: torch.device) -> bool:
+    """Whether kernels can follow the table's raw addresses on `device`."""
+    return device.type == "cpu" or not _launch.interpreting()
+
+
+def _launch_groups(groups: dict, device: torch.device) -> None:
+    for (op, cdt, odt, kinds, dtypes, params), fields in groups.items():
+        key = (device, tuple(fields))
+        table = _TABLE_CACHE.get(key)
+        if table is None:
+            table = torch.tensor(fields, dtype=torch.int64, device=device)
+            if len(_TABLE_CACHE) >= _TABLE_CACHE_SIZE:
+                _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
+            _TABLE_CACHE[key] = table
+        nin = len(kinds)
+        kinds = kinds + (0,) * (4 - nin)
+        dtypes = dtypes + (0,) * (4 - nin)
+        bits = [I._bits(float(v), torch.float64)[0] for v in params] + [0] * (3 - len(params))
+        foreach_pointwise_kernel[(len(fields) // _ROW,)](
+            table, *bits, OP=K.OP_ID[op], NIN=nin, CDT=cdt, ODT=odt, DA=dtypes[0], DB=dtypes[1], DC=dtypes[2],
+            DD=dtypes[3], KA=kinds[0], KB=kinds[1], KC=kinds[2], KD=kinds[3], BLOCK=_BLOCK)
+
+
+def _add_rows(fields: list, out: torch.Tensor, dense) -> None:
+    ptrs, imms, kinds = dense
+    slots = [p.data_ptr() if k <= 1 else imm for p, imm, k in zip(ptrs, imms, kinds)]
+    slots += [0] * (4 - len(slots))
+    base = out.data_ptr()
+    n = out.numel()
+    for start in range(0, n, _CHUNK):
+        fields += (base, *slots, start, min(start + _CHUNK, n), 0)
+
+
+def _run(prep: Callable, rows, like, inplace: bool, function: str):
+    device = like[0].device
+    table = _table_serves(device)
+    groups: dict[tuple, list] = {}
+    outs = []
+    for (pos, kw), lead in zip(rows, like):
+        out = _row(prep, pos, kw, lead, inplace, function, device, table, groups)
+        outs.append(out)
+    if groups:
+        _launch_groups(groups, device)
+    return None if inplace else outs
+
+
+def _row(prep, pos, kw, lead, inplace, function, device, table, groups):
+    """One tensor of a foreach call: its output, computed now or added to a table group."""
+    tensors = [a for a in (*pos, *kw.values()) if isinstance(a, torch.Tensor)]
+    if any(t.device != device and not (t.dim() == 0 and t.device.type == "cpu") for t in tensors):
+        return _torch_call(function, pos, kw, inplace)  # another device: the op's own dispatch
+    try:
+        op, operands, rdt, cdt, *params = prep(*pos, **kw)
+        params = tuple(params[0]) if params else ()
+        shape = I._shape_of(operands if not inplace else [lead, *operands])
+        if inplace:
+            out = lead
+            if tuple(shape) != tuple(out.shape):
+                raise RuntimeError(f"output with shape {list(out.shape)} doesn't match the broadcast shape "
+                                   f"{list(shape)}")
+            if not torch.can_cast(rdt, out.dtype):
+                raise RuntimeError(f"result type {rdt} can't be cast to the desired output type {out.dtype}")
+        else:
+            out = I._empty(shape, rdt, device)
+        if op in I._FILLS:
+            I.fill_into(out, I._FILLS[op])
+            return out
+        dense = I._dense_operands(out, operands) if table and out.numel() else None
+        if dense is not None and out.dtype in _POINTER_DTYPES and all(
+                k > 1 or p.dtype in _POINTER_DTYPES for p, k in zip(dense[0], dense[2])):
+            kinds = tuple(dense[2])
+            dtypes = tuple(I._odt(p.dtype) if k <= 1 else 0 for p, k in zip(dense[0], kinds))
+            group = groups.setdefault((op, cdt, I._odt(out.dtype), kinds, dtypes, params), [])
+            _add_rows(group, out, dense)
+        else:
+            I.launch_pointwise(op, out, operands, cdt, params)
+        return out
+    except Unsupported:
+        return _torch_call(function, pos, kw, inplace)
+
+
+def _torch_call(function: str, pos, kw, inplace: bool):
+    if inplace:
+        getattr(pos[0], function + "_")(*pos[1:], **kw)
+        return pos[0]
+    return getattr(torch, function)(*pos, **kw)
+
+
+def _make(op_name: str) -> Callable:
+    base, _, overload = op_name.partition(".")
+    name = base[len("_foreach_"):]
+    inplace = name.endswith("_")
+    name = name.rstrip("_")
+    if name == "zero":
+        def zero_(self):
+            _run(_prep_zero, [((t,), {}) for t in self], self, True, "zero")
+        return zero_
+    if name == "copy":
+        def copy_(self, src, non_blocking=False):
+            n = _check_lengths(self, src)
+            _run(_prep_copy, [((self[i], src[i]), {}) for i in range(n)], self, True, "copy")
+        return copy_
+    prep_key, function = _ELEMENT[name][overload or None]
+    prep = I._POINTWISE[prep_key][0]
+
+    def kernel(*args, **kwargs):
+        like, rows = _rows(name, overload or None, args, kwargs)
+        return _run(prep, rows, like, inplace, function)
+
+    return kernel
+
+
+KERNELS: dict[str, Callable] = {op: _make(op) for op in OPS}
+
+# Compiled mode: launches skip Triton's per-call argument binding (_launch.py).
+_launch.install(globals())

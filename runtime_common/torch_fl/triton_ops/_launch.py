@@ -1,0 +1,102 @@
+"""Kernel launches without Triton's per-call binding (GPU compile mode).
+
+`kernel[grid](*args, **constexprs)` on a `triton.JITFunction` binds every argument,
+specialises it (dtype, 16-byte alignment, "== 1", divisibility by 16, integer width),
+hashes the result and looks the compiled kernel up, on every call: the largest part
+of a small op's host cost on the GPU (bench/results/h200/profile-nvgpu.txt). A
+`FastKernel` keeps, per call site signature, the kernel Triton compiled and calls its
+launcher directly. Its cache key is at least as fine as Triton's specialisation (see
+`_arg_key`), so a hit always names the kernel Triton itself would have chosen; a miss
+goes through Triton's own path, which compiles and launches, and remembers the result.
+
+In interpreter mode (TRITON_INTERPRET=1) kernels are returned unwrapped: the
+interpreter has no compiled launcher to call.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+# Where Triton itself takes the device and stream of a launch (its CUDA driver asks torch).
+_current_device = torch.cuda.current_device
+_current_stream = torch._C._cuda_getCurrentRawStream if hasattr(torch._C, "_cuda_getCurrentRawStream") else None
+_UINT64_FROM = 1 << 63
+
+
+def _arg_key(a):
+    """What Triton specialises an argument on (runtime/jit.py, specialize_impl), or finer."""
+    if isinstance(a, torch.Tensor):
+        return a.dtype, (a.data_ptr() & 15) == 0
+    kind = type(a)
+    if kind is int:
+        # "== 1" becomes a constant, "% 16 == 0" an alignment attribute; width by range.
+        return a == 1, (a & 15) == 0, _INT32[0] <= a <= _INT32[1], a >= _UINT64_FROM
+    if kind is float or kind is bool or a is None:
+        return kind
+    return kind, a  # a constexpr-like value (tl.dtype, str): compared by value
+
+
+def _hooked(runtime) -> bool:
+    """Whether a launch hook is set (a profiler such as proton): such launches take Triton's
+    own path, which builds the launch metadata the hooks read. Triton 3.6 keeps hooks in
+    chains that are present but empty when nobody listens."""
+    for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook):
+        if hook is not None and getattr(hook, "calls", True):
+            return True
+    return False
+
+
+class FastKernel:
+    """`kernel[grid](...)` with a launch cache in front of a `triton.JITFunction`."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self._names = tuple(fn.arg_names)
+        self._cache: dict[tuple, object] = {}
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.run(grid, args, kwargs)
+
+    def run(self, grid, args, kwargs):
+        from triton import knobs
+
+        names = self._names
+        if len(args) + len(kwargs) != len(names) or callable(grid) or _hooked(knobs.runtime):
+            return self.fn[grid](*args, **kwargs)  # defaults, a grid function or a profiler's hooks
+        device = _current_device()
+        key = (device, tuple(map(_arg_key, args)), tuple(kwargs.items()))
+        kernel = self._cache.get(key)
+        if kernel is None:
+            kernel = self.fn[grid](*args, **kwargs)
+            self._cache[key] = kernel
+            return kernel
+        try:
+            full = args + tuple(kwargs[n] for n in names[len(args):])
+        except KeyError:
+            return self.fn[grid](*args, **kwargs)
+        stream = _current_stream(device)
+        g1 = grid[1] if len(grid) > 1 else 1
+        g2 = grid[2] if len(grid) > 2 else 1
+        kernel.run(grid[0], g1, g2, stream, kernel.function, kernel.packed_metadata, None, None, None, *full)
+        return kernel
+
+    def __repr__(self):
+        return f"FastKernel({self.fn!r})"
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def install(namespace: dict) -> None:
+    """Replace every `*_kernel` JITFunction of a kernel module by its FastKernel (compile
+    mode only). Helpers called from kernel bodies keep their names free of `_kernel`."""
+    if interpreting():
+        return
+    for name, value in list(namespace.items()):
+        if name.endswith("_kernel") and isinstance(value, triton.runtime.JITFunction):
+            namespace[name] = FastKernel(value)
