@@ -31,6 +31,10 @@ def _ops():
         "mm 16x16": (tensors, lambda s: torch.mm(s[0], s[1])),
         "copy_ (same device)": (tensors, lambda s: s[1].copy_(s[0])),
         "empty (allocator)": (lambda d: d, lambda d: torch.empty(256, device=d)),
+        # one foreach call over 64 parameters, as SGD makes it (per call, not per tensor)
+        "_foreach_add_ of 64 tensors": (lambda d: ([torch.rand(16, 16, device=d) for _ in range(64)],
+                                                   [torch.rand(16, 16, device=d) for _ in range(64)]),
+                                        lambda s: torch._foreach_add_(s[0], s[1], alpha=-1e-3)),
     }
 
 

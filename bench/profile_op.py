@@ -38,6 +38,34 @@ def profile(op, state, device: str, calls: int, top: int) -> tuple[float, str]:
     return us, text.getvalue()
 
 
+def launch_costs(calls: int) -> str:
+    """Host time of one Triton launch of the dense pointwise kernel on a GPU: through
+    Triton's JIT (argument binding on every call) and through torch_fl's launch cache."""
+    import torch
+    from torch_fl.triton_ops import _kernels as K
+    from torch_fl.triton_ops import _launch
+
+    kernel = K.pointwise_dense_kernel
+    if not isinstance(kernel, _launch.FastKernel):
+        return "launch costs: not measured (kernels are not compiled here)"
+    a = torch.rand(256, device="cuda")
+    out = torch.empty_like(a)
+    args = (out, a, out, out, out, 256, 0, 0, 0, 0, 0, 0, 0)
+    consts = dict(OP=K.OP_ID["relu"], NIN=1, CDT=0, ODT=0, KA=0, KB=0, KC=0, KD=0, BLOCK=1024)
+    lines = []
+    for label, launch in (("Triton JIT", kernel.fn[(1,)]), ("torch_fl launch cache", kernel[(1,)])):
+        for _ in range(100):
+            launch(*args, **consts)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            launch(*args, **consts)
+        torch.cuda.synchronize()
+        lines.append(f"launch of pointwise_dense_kernel via {label}: "
+                     f"{(time.perf_counter() - start) / calls * 1e6:.1f} us")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     p = _common.parser(__doc__)
     p.add_argument("--chip", default="nvgpu")
@@ -52,6 +80,10 @@ def main(argv=None):
     if unknown:
         sys.exit(f"bench/profile_op.py: unknown op(s) {unknown}; known: {sorted(ops)}")
     report = []
+    if args.chip == "nvgpu":
+        costs = launch_costs(args.calls)
+        print(costs)
+        report.append(f"=== {costs} ===\n")
     for name in args.op or ops:
         setup, op = ops[name]
         us, text = profile(op, setup(args.chip), args.chip, args.calls, args.top)

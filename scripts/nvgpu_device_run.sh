@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the nvgpu backend on a CUDA machine, runs its generated suite, then the
 # benchmarks. Usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]
-# Stages: setup build test native triton bench (default: all). Logs and results JSON land in OUTDIR.
+# Stages: setup build test native triton bench npu (default: all but npu). Logs and results JSON land in OUTDIR.
 set -u
 out=${1:?usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]}
 shift
@@ -9,6 +9,15 @@ stages=${*:-setup build test native triton bench}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 has() { [[ " $stages " == *" $1 "* ]]; }
+# PACK=FILE: after each stage, OUTDIR packed into one archive (the device tool brings back
+# a few files only, and whatever was packed before a timeout still comes back).
+pack() {
+  if [ -n "${PACK:-}" ]; then
+    mkdir -p "$out/records" && cp .torchfl/*.jsonl "$out/records/" 2>/dev/null  # compat records
+    tar czf "$PACK" -C "$out" .
+  fi
+}
+trap pack EXIT
 
 if has setup; then
   # A machine without a package registry: wheels carried in .whl/ (docs/nvgpu.md).
@@ -25,6 +34,7 @@ if has build; then
   timeout 400 python3 bench/build_times.py specs/nvgpu.yaml --noop-runs 2 --out "$out/build_times-nvgpu.json" \
     2>&1 | tee "$out/build.log"
   [ "${PIPESTATUS[0]}" = 0 ] || exit 1
+  pack
 fi
 
 if has test; then
@@ -32,12 +42,14 @@ if has test; then
   # The device machine lends one GPU: the two-device test is reported skipped there.
   TORCHFL_TEST_ONE_DEVICE=1 timeout "${TEST_TIMEOUT:-300}" python3 -X faulthandler -m pytest generated/nvgpu/tests -q -p no:cacheprovider -rf \
     ${PYTEST_ARGS:-} 2>&1 | tee "$out/tests.log"
+  pack
 fi
 
 if has native; then
   # The native cuda chip (specs/cuda.yaml): torch_fl's facts, autocast and nvidia-smi on the GPU.
   { python3 -m torchfl_gen build specs/cuda.yaml && timeout 120 python3 -m pytest generated/cuda/tests -q -p no:cacheprovider -rs; } \
     2>&1 | tee "$out/native.log"
+  pack
 fi
 
 if has triton; then
@@ -47,7 +59,7 @@ if has triton; then
   shards=$(mktemp -d)
   # test_zz_* check that the tests of a whole file exercised every op: true of the test
   # suite, not of the device, and not of one shard; CI runs them under the interpreter.
-  python3 -m pytest --noconftest --co -q -p no:cacheprovider tests/test_triton_{ops,fft,nn,index,linalg}.py \
+  python3 -m pytest --noconftest --co -q -p no:cacheprovider tests/test_triton_{ops,fft,nn,index,linalg,foreach,launch}.py \
     | grep '::' | grep -v '::test_zz_' > "$shards/ids"
   split -n "r/${TRITON_SHARDS:-14}" "$shards/ids" "$shards/shard-"
   for shard in "$shards"/shard-*; do
@@ -59,14 +71,25 @@ if has triton; then
   cat "$shards"/shard-*.log > "$out/triton-cuda.log"
   grep -hE '^(FAILED|ERROR)|^=+ .*(passed|failed)' "$shards"/shard-*.log
   rm -r "$shards"
+  pack
 fi
 
 if has bench; then
   {
     timeout 260 python3 bench/resnet50.py --out "$out/resnet50.json"
     timeout 120 python3 bench/triton_kernels.py --out "$out/triton_kernels.json"
-    timeout 60 python3 bench/op_overhead.py --pair nvgpu:cuda --out "$out/op_overhead-nvgpu.json"
+    timeout 90 python3 bench/op_overhead.py --pair nvgpu:cuda --out "$out/op_overhead-nvgpu.json"
     timeout 60 python3 bench/allocator.py --chip nvgpu --native cuda --out "$out/allocator-nvgpu.json"
     timeout 120 python3 bench/profile_op.py --chip nvgpu --calls 1000 --out "$out/profile-nvgpu.txt"
   } 2>&1 | tee "$out/bench.log"
+fi
+
+if has npu; then
+  # The simulated NPU built against this machine's torch (a compat record for its version).
+  # One PrivateUse1 backend per process: the nvgpu backend is uninstalled first.
+  python3 -m pip uninstall -q -y torch-fl-nvgpu 2>/dev/null
+  { SIMNPU_JOBS=$(nproc) bash simnpu/build.sh && python3 -m torchfl_gen build specs/npu.yaml \
+    && TORCHFL_TEST_ONE_DEVICE= TORCHFL_OPINFO=sample TORCHFL_OPINFO_SAMPLE=40 timeout "${NPU_TIMEOUT:-420}" \
+       python3 -m pytest generated/npu/tests -q -p no:cacheprovider -rf; } 2>&1 | tee "$out/npu.log"
+  pack
 fi

@@ -498,7 +498,10 @@ def test_softmax(log):
             check(name, (x, d, False), tol=RED_TOL)
             y = _aten(name)(x, d, False)
             check(bname, (rnd(*x.shape, seed=4), y, d, F32), tol=RED_TOL)
-    check(name, (rnd(4, 1500), 1, False), tol=RED_TOL)  # several BLOCK_K chunks
+    check(name, (rnd(4, 1500), 1, False), tol=RED_TOL)  # one pass: the row in registers
+    x = rnd(2, 9000)  # rows longer than one pass holds (_ONE_PASS_MAX): three passes of chunks
+    check(name, (x, 1, False), tol=RED_TOL)
+    check(bname, (rnd(2, 9000, seed=4), _aten(name)(x, 1, False), 1, F32), tol=RED_TOL)
     for dt in (BF16, F16, F64):
         x = rnd(3, 7, dtype=dt)
         check(name, (x, 1, False))
@@ -507,6 +510,13 @@ def test_softmax(log):
         y = _aten(name)(x, 1, False)
         check(bname, (rnd(3, 7, dtype=dt, seed=3), y, 1, dt))
     check(name, (torch.tensor([[0.0, -math.inf, 1.0]]), 1, False))
+    # an out= tensor of the result's shape and layout is written by the kernel itself
+    x = rnd(3, 40)
+    out = torch.empty(3, 40, device=DEVICE)
+    got = tops.kernel_for(name + ".out")(_move(x, DEVICE), 1, False, out=out)
+    EXERCISED.add(name + ".out")
+    assert got is out
+    torch.testing.assert_close(out.cpu(), _aten(name)(x, 1, False), rtol=RED_TOL[0], atol=RED_TOL[1])
 
 
 # ---------------------------------------------------------------- layer norm
@@ -524,6 +534,11 @@ def test_layer_norm():
             check("native_layer_norm_backward", (g, x, shape, mean, rstd, ww, bb, mask), tol=(1e-5, 2e-5))
             check("native_layer_norm_backward", (g, x, shape, mean, rstd, ww, bb, [False, mask[1], False]),
                   tol=(1e-5, 2e-5))
+    x, w, b = rnd(2, 9000), rnd(9000, seed=1), rnd(9000, seed=2)  # multi-pass rows
+    check("native_layer_norm", (x, [9000], w, b, 1e-5), tol=RED_TOL)
+    _, mean, rstd = torch.native_layer_norm(x, [9000], w, b, 1e-5)
+    check("native_layer_norm_backward", (rnd(2, 9000, seed=3), x, [9000], mean, rstd, w, b, [True, True, True]),
+          tol=(1e-5, 2e-5))
     for dt in (BF16, F16, F64):
         x, w, b = rnd(3, 16, dtype=dt), rnd(16, dtype=dt, seed=1), rnd(16, dtype=dt, seed=2)
         check("native_layer_norm", (x, [16], w, b, 1e-5))

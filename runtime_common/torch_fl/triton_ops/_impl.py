@@ -945,6 +945,17 @@ def norm_out(self, p, dim, keepdim=False, *, out):
 
 
 # ---------------------------------------------------------------- softmax --
+_ONE_PASS_MAX = 8192  # row elements a program keeps in registers (one read of the row)
+
+
+def _row_launch(kk: int) -> dict:
+    """Block size, pass count and warps of the row kernels (softmax, layer norm) for rows of kk."""
+    if kk <= _ONE_PASS_MAX:
+        bk = max(triton.next_power_of_2(kk), 16)
+        return {"BLOCK_K": bk, "ONE_PASS": True, "num_warps": 4 if bk < 2048 else 8 if bk < 4096 else 16}
+    return {"BLOCK_K": 1024, "ONE_PASS": False}
+
+
 def _rows_last(x, dim):
     """(contiguous (M, K) compute buffer, moved shape) with `dim` moved last."""
     nd = max(x.dim(), 1)
@@ -960,10 +971,15 @@ def _softmax_impl(self, dim, half_to_float, log, out=None):
     kk = xm.shape[-1]
     m = xm.numel() // max(kk, 1)
     buf = _contig(xm, _cdt_torch(self.dtype))
-    res = _empty(xm.shape, odt, self.device)
+    # Softmax over the last dim writes the result in place: no copy after the kernel.
+    direct = d == max(self.dim(), 1) - 1 and (out is None or (out.dtype == odt and out.shape == self.shape
+                                                              and out.is_contiguous()))
+    res = (out if out is not None else _empty(self.shape, odt, self.device)) if direct else \
+        _empty(xm.shape, odt, self.device)
     if m > 0 and kk > 0:
-        bk = min(max(triton.next_power_of_2(kk), 16), 1024)
-        K.softmax_kernel[(m,)](buf, res, m, kk, LOG=log, ODT=_odt(odt), BLOCK_K=bk)
+        K.softmax_kernel[(m,)](buf, res, m, kk, LOG=log, ODT=_odt(odt), **_row_launch(kk))
+    if direct:
+        return res
     res = res.movedim(-1, d)
     if self.dim() == 0:
         res = res.view(())
@@ -983,10 +999,14 @@ def _softmax_bwd_impl(grad_output, output, dim, input_dtype, log, out=None):
     m = gm.numel() // max(kk, 1)
     cd = _cdt_torch(grad_output.dtype)
     gb, yb = _contig(gm, cd), _contig(ym, cd)
-    res = _empty(gm.shape, input_dtype, grad_output.device)
+    direct = d == max(grad_output.dim(), 1) - 1 and (out is None or (
+        out.dtype == input_dtype and out.shape == grad_output.shape and out.is_contiguous()))
+    res = (out if out is not None else _empty(grad_output.shape, input_dtype, grad_output.device)) if direct \
+        else _empty(gm.shape, input_dtype, grad_output.device)
     if m > 0 and kk > 0:
-        bk = min(max(triton.next_power_of_2(kk), 16), 1024)
-        K.softmax_bwd_kernel[(m,)](gb, yb, res, m, kk, LOG=log, ODT=_odt(input_dtype), BLOCK_K=bk)
+        K.softmax_bwd_kernel[(m,)](gb, yb, res, m, kk, LOG=log, ODT=_odt(input_dtype), **_row_launch(kk))
+    if direct:
+        return res
     res = res.movedim(-1, d)
     if grad_output.dim() == 0:
         res = res.view(())
@@ -1048,10 +1068,9 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     wb = _contig(weight, cd) if weight is not None else xb
     bb = _contig(bias, cd) if bias is not None else xb
     if m > 0 and kk > 0:
-        bk = min(max(triton.next_power_of_2(kk), 16), 1024)
         K.layer_norm_kernel[(m,)](xb, wb, bb, out, mean, rstd, m, kk, float(eps), HAS_W=weight is not None,
                                   HAS_B=bias is not None, ODT=_odt(input.dtype), SDT=_odt(input.dtype),
-                                  BLOCK_K=bk)
+                                  **_row_launch(kk))
     return out, mean, rstd
 
 
@@ -1075,9 +1094,8 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
         dx = _empty(input.shape, input.dtype, dev)
         wb = _contig(weight, cd) if weight is not None else xb
         if m > 0 and kk > 0:
-            bk = min(max(triton.next_power_of_2(kk), 16), 1024)
             K.layer_norm_bwd_kernel[(m,)](gb, xb, mb, rb, wb, dx, m, kk, HAS_W=weight is not None,
-                                          ODT=_odt(input.dtype), BLOCK_K=bk)
+                                          ODT=_odt(input.dtype), **_row_launch(kk))
     if output_mask[1] and weight is not None:
         xmu = launch_pointwise("sub", _empty((m, kk), cd, dev), [xb, mb], _cdt(cd))
         gx = launch_pointwise("mul_scale", _empty((m, kk), cd, dev), [gb, xmu, rb], _cdt(cd))

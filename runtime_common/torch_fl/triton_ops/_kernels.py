@@ -1211,123 +1211,173 @@ def _mul_combine(a, b):
 
 # --------------------------------------------------------------- softmax ---
 @triton.jit
-def softmax_kernel(x, out, M, K, LOG: tl.constexpr, ODT: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Rows of a contiguous (M, K) buffer of the compute dtype (fp32/fp64)."""
+def softmax_kernel(x, out, M, K, LOG: tl.constexpr, ODT: tl.constexpr, BLOCK_K: tl.constexpr,
+                   ONE_PASS: tl.constexpr):
+    """Rows of a contiguous (M, K) buffer of the compute dtype (fp32/fp64). ONE_PASS (a row
+    fits one block): the row is read once and kept in registers; else three passes."""
     row = tl.program_id(0).to(tl.int64)
     cols0 = tl.arange(0, BLOCK_K)
     base = x + row * K
-    mx = tl.load(base + cols0, mask=cols0 < 0, other=0).to(x.dtype.element_ty) - float("inf")
-    for k0 in range(0, K, BLOCK_K):
-        cols = k0 + cols0
-        v = tl.load(base + cols, mask=cols < K, other=-float("inf"))
-        mx = tl.maximum(mx, v)
-    m = tl.max(mx, axis=0)
-    s = tl.zeros([BLOCK_K], dtype=x.dtype.element_ty)
-    for k0 in range(0, K, BLOCK_K):
-        cols = k0 + cols0
-        v = tl.load(base + cols, mask=cols < K, other=-float("inf"))
-        s += tl.where(cols < K, tl.exp(v - m), 0.0)
-    tot = tl.sum(s, axis=0)
-    for k0 in range(0, K, BLOCK_K):
-        cols = k0 + cols0
-        v = tl.load(base + cols, mask=cols < K, other=0)
+    if ONE_PASS:
+        mk = cols0 < K
+        v = tl.load(base + cols0, mask=mk, other=-float("inf"))
+        m1 = tl.max(v, axis=0)
+        e = tl.where(mk, tl.exp(v - m1), 0.0)
+        tot1 = tl.sum(e, axis=0)
         if LOG:
-            r = v - m - tl.log(tot)
+            r1 = v - m1 - tl.log(tot1)
         else:
-            r = tl.exp(v - m) / tot
-        tl.store(out + row * K + cols, _to_odt(r, ODT), mask=cols < K)
+            r1 = e / tot1
+        tl.store(out + row * K + cols0, _to_odt(r1, ODT), mask=mk)
+    else:
+        mx = tl.load(base + cols0, mask=cols0 < 0, other=0).to(x.dtype.element_ty) - float("inf")
+        for k0 in range(0, K, BLOCK_K):
+            cols = k0 + cols0
+            v = tl.load(base + cols, mask=cols < K, other=-float("inf"))
+            mx = tl.maximum(mx, v)
+        m = tl.max(mx, axis=0)
+        s = tl.zeros([BLOCK_K], dtype=x.dtype.element_ty)
+        for k0 in range(0, K, BLOCK_K):
+            cols = k0 + cols0
+            v = tl.load(base + cols, mask=cols < K, other=-float("inf"))
+            s += tl.where(cols < K, tl.exp(v - m), 0.0)
+        tot = tl.sum(s, axis=0)
+        for k0 in range(0, K, BLOCK_K):
+            cols = k0 + cols0
+            v = tl.load(base + cols, mask=cols < K, other=0)
+            if LOG:
+                r = v - m - tl.log(tot)
+            else:
+                r = tl.exp(v - m) / tot
+            tl.store(out + row * K + cols, _to_odt(r, ODT), mask=cols < K)
 
 
 @triton.jit
-def softmax_bwd_kernel(g, y, out, M, K, LOG: tl.constexpr, ODT: tl.constexpr, BLOCK_K: tl.constexpr):
+def softmax_bwd_kernel(g, y, out, M, K, LOG: tl.constexpr, ODT: tl.constexpr, BLOCK_K: tl.constexpr,
+                       ONE_PASS: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     cols0 = tl.arange(0, BLOCK_K)
-    s = tl.zeros([BLOCK_K], dtype=g.dtype.element_ty)
-    for k0 in range(0, K, BLOCK_K):
-        cols = k0 + cols0
-        mk = cols < K
-        gv = tl.load(g + row * K + cols, mask=mk, other=0)
+    if ONE_PASS:
+        mk1 = cols0 < K
+        g1 = tl.load(g + row * K + cols0, mask=mk1, other=0)
+        y1 = tl.load(y + row * K + cols0, mask=mk1, other=0)
         if LOG:
-            s += gv
+            r1 = g1 - tl.exp(y1) * tl.sum(g1, axis=0)
         else:
+            r1 = y1 * (g1 - tl.sum(g1 * y1, axis=0))
+        tl.store(out + row * K + cols0, _to_odt(r1, ODT), mask=mk1)
+    else:
+        s = tl.zeros([BLOCK_K], dtype=g.dtype.element_ty)
+        for k0 in range(0, K, BLOCK_K):
+            cols = k0 + cols0
+            mk = cols < K
+            gv = tl.load(g + row * K + cols, mask=mk, other=0)
+            if LOG:
+                s += gv
+            else:
+                yv = tl.load(y + row * K + cols, mask=mk, other=0)
+                s += gv * yv
+        tot = tl.sum(s, axis=0)
+        for k0 in range(0, K, BLOCK_K):
+            cols = k0 + cols0
+            mk = cols < K
+            gv = tl.load(g + row * K + cols, mask=mk, other=0)
             yv = tl.load(y + row * K + cols, mask=mk, other=0)
-            s += gv * yv
-    tot = tl.sum(s, axis=0)
-    for k0 in range(0, K, BLOCK_K):
-        cols = k0 + cols0
-        mk = cols < K
-        gv = tl.load(g + row * K + cols, mask=mk, other=0)
-        yv = tl.load(y + row * K + cols, mask=mk, other=0)
-        if LOG:
-            r = gv - tl.exp(yv) * tot
-        else:
-            r = yv * (gv - tot)
-        tl.store(out + row * K + cols, _to_odt(r, ODT), mask=mk)
+            if LOG:
+                r = gv - tl.exp(yv) * tot
+            else:
+                r = yv * (gv - tot)
+            tl.store(out + row * K + cols, _to_odt(r, ODT), mask=mk)
 
 
 # ------------------------------------------------------------ layer norm ---
 @triton.jit
 def layer_norm_kernel(x, w, b, out, mean_out, rstd_out, M, K, eps,
                       HAS_W: tl.constexpr, HAS_B: tl.constexpr, ODT: tl.constexpr, SDT: tl.constexpr,
-                      BLOCK_K: tl.constexpr):
+                      BLOCK_K: tl.constexpr, ONE_PASS: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     cols0 = tl.arange(0, BLOCK_K)
-    s = tl.zeros([BLOCK_K], dtype=x.dtype.element_ty)
-    for k0 in range(0, K, BLOCK_K):
-        cols = k0 + cols0
-        s += tl.load(x + row * K + cols, mask=cols < K, other=0)
-    mean = tl.sum(s, axis=0) / K
-    s2 = tl.zeros([BLOCK_K], dtype=x.dtype.element_ty)
-    for k0 in range(0, K, BLOCK_K):
-        cols = k0 + cols0
-        v = tl.load(x + row * K + cols, mask=cols < K, other=0)
-        dv = tl.where(cols < K, v - mean, 0.0)
-        s2 += dv * dv
-    var = tl.sum(s2, axis=0) / K
-    rstd = 1.0 / tl.sqrt(var + eps)
-    for k0 in range(0, K, BLOCK_K):
-        cols = k0 + cols0
-        mk = cols < K
-        v = tl.load(x + row * K + cols, mask=mk, other=0)
-        r = (v - mean) * rstd
+    if ONE_PASS:  # the row in registers: one read of x
+        mk1 = cols0 < K
+        v1 = tl.load(x + row * K + cols0, mask=mk1, other=0)
+        mean1 = tl.sum(v1, axis=0) / K
+        d1 = tl.where(mk1, v1 - mean1, 0.0)
+        rstd1 = 1.0 / tl.sqrt(tl.sum(d1 * d1, axis=0) / K + eps)
+        r1 = d1 * rstd1
         if HAS_W:
-            r = r * tl.load(w + cols, mask=mk, other=0)
+            r1 = r1 * tl.load(w + cols0, mask=mk1, other=0)
         if HAS_B:
-            r = r + tl.load(b + cols, mask=mk, other=0)
-        tl.store(out + row * K + cols, _to_odt(r, ODT), mask=mk)
-    tl.store(mean_out + row, _to_odt(mean, SDT))
-    tl.store(rstd_out + row, _to_odt(rstd, SDT))
+            r1 = r1 + tl.load(b + cols0, mask=mk1, other=0)
+        tl.store(out + row * K + cols0, _to_odt(r1, ODT), mask=mk1)
+        tl.store(mean_out + row, _to_odt(mean1, SDT))
+        tl.store(rstd_out + row, _to_odt(rstd1, SDT))
+    else:
+        s = tl.zeros([BLOCK_K], dtype=x.dtype.element_ty)
+        for k0 in range(0, K, BLOCK_K):
+            cols = k0 + cols0
+            s += tl.load(x + row * K + cols, mask=cols < K, other=0)
+        mean = tl.sum(s, axis=0) / K
+        s2 = tl.zeros([BLOCK_K], dtype=x.dtype.element_ty)
+        for k0 in range(0, K, BLOCK_K):
+            cols = k0 + cols0
+            v = tl.load(x + row * K + cols, mask=cols < K, other=0)
+            dv = tl.where(cols < K, v - mean, 0.0)
+            s2 += dv * dv
+        var = tl.sum(s2, axis=0) / K
+        rstd = 1.0 / tl.sqrt(var + eps)
+        for k0 in range(0, K, BLOCK_K):
+            cols = k0 + cols0
+            mk = cols < K
+            v = tl.load(x + row * K + cols, mask=mk, other=0)
+            r = (v - mean) * rstd
+            if HAS_W:
+                r = r * tl.load(w + cols, mask=mk, other=0)
+            if HAS_B:
+                r = r + tl.load(b + cols, mask=mk, other=0)
+            tl.store(out + row * K + cols, _to_odt(r, ODT), mask=mk)
+        tl.store(mean_out + row, _to_odt(mean, SDT))
+        tl.store(rstd_out + row, _to_odt(rstd, SDT))
 
 
 @triton.jit
 def layer_norm_bwd_kernel(g, x, mean, rstd, w, dx, M, K, HAS_W: tl.constexpr, ODT: tl.constexpr,
-                          BLOCK_K: tl.constexpr):
+                          BLOCK_K: tl.constexpr, ONE_PASS: tl.constexpr):
     """dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)) per row (buffers in compute dtype)."""
     row = tl.program_id(0).to(tl.int64)
     cols0 = tl.arange(0, BLOCK_K)
     mu = tl.load(mean + row)
     rs = tl.load(rstd + row)
-    s1 = tl.zeros([BLOCK_K], dtype=x.dtype.element_ty)
-    s2 = tl.zeros([BLOCK_K], dtype=x.dtype.element_ty)
-    for k0 in range(0, K, BLOCK_K):
-        cols = k0 + cols0
-        mk = cols < K
-        gv = tl.load(g + row * K + cols, mask=mk, other=0)
+    if ONE_PASS:
+        mk1 = cols0 < K
+        g1 = tl.load(g + row * K + cols0, mask=mk1, other=0)
         if HAS_W:
-            gv = gv * tl.load(w + cols, mask=mk, other=0)
-        xh = (tl.load(x + row * K + cols, mask=mk, other=0) - mu) * rs
-        s1 += gv
-        s2 += tl.where(mk, gv * xh, 0.0)
-    a = tl.sum(s1, axis=0) / K
-    c = tl.sum(s2, axis=0) / K
-    for k0 in range(0, K, BLOCK_K):
-        cols = k0 + cols0
-        mk = cols < K
-        gv = tl.load(g + row * K + cols, mask=mk, other=0)
-        if HAS_W:
-            gv = gv * tl.load(w + cols, mask=mk, other=0)
-        xh = (tl.load(x + row * K + cols, mask=mk, other=0) - mu) * rs
-        tl.store(dx + row * K + cols, _to_odt(rs * (gv - a - xh * c), ODT), mask=mk)
+            g1 = g1 * tl.load(w + cols0, mask=mk1, other=0)
+        xh1 = tl.where(mk1, (tl.load(x + row * K + cols0, mask=mk1, other=0) - mu) * rs, 0.0)
+        a1 = tl.sum(g1, axis=0) / K
+        c1 = tl.sum(g1 * xh1, axis=0) / K
+        tl.store(dx + row * K + cols0, _to_odt(rs * (g1 - a1 - xh1 * c1), ODT), mask=mk1)
+    else:
+        s1 = tl.zeros([BLOCK_K], dtype=x.dtype.element_ty)
+        s2 = tl.zeros([BLOCK_K], dtype=x.dtype.element_ty)
+        for k0 in range(0, K, BLOCK_K):
+            cols = k0 + cols0
+            mk = cols < K
+            gv = tl.load(g + row * K + cols, mask=mk, other=0)
+            if HAS_W:
+                gv = gv * tl.load(w + cols, mask=mk, other=0)
+            xh = (tl.load(x + row * K + cols, mask=mk, other=0) - mu) * rs
+            s1 += gv
+            s2 += tl.where(mk, gv * xh, 0.0)
+        a = tl.sum(s1, axis=0) / K
+        c = tl.sum(s2, axis=0) / K
+        for k0 in range(0, K, BLOCK_K):
+            cols = k0 + cols0
+            mk = cols < K
+            gv = tl.load(g + row * K + cols, mask=mk, other=0)
+            if HAS_W:
+                gv = gv * tl.load(w + cols, mask=mk, other=0)
+            xh = (tl.load(x + row * K + cols, mask=mk, other=0) - mu) * rs
+            tl.store(dx + row * K + cols, _to_odt(rs * (gv - a - xh * c), ODT), mask=mk)
 
 
 # ---------------------------------------------------------------- matmul ---

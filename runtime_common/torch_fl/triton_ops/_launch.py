@@ -24,6 +24,8 @@ _INT32 = (-(1 << 31), (1 << 31) - 1)
 _current_device = torch.cuda.current_device
 _current_stream = torch._C._cuda_getCurrentRawStream if hasattr(torch._C, "_cuda_getCurrentRawStream") else None
 _UINT64_FROM = 1 << 63
+# Compile options a call may pass beside the kernel's parameters (part of the cache key).
+_OPTIONS = ("num_warps", "num_stages", "num_ctas")
 
 
 def _arg_key(a):
@@ -65,7 +67,8 @@ class FastKernel:
         from triton import knobs
 
         names = self._names
-        if len(args) + len(kwargs) != len(names) or callable(grid) or _hooked(knobs.runtime):
+        options = sum(1 for option in _OPTIONS if option in kwargs)
+        if len(args) + len(kwargs) - options != len(names) or callable(grid) or _hooked(knobs.runtime):
             return self.fn[grid](*args, **kwargs)  # defaults, a grid function or a profiler's hooks
         device = _current_device()
         key = (device, tuple(map(_arg_key, args)), tuple(kwargs.items()))
