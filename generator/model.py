@@ -24,6 +24,8 @@ REQUIRED_HOOKS = (
 VERSION_SCALES = {"cuda": (1000, 10), "hip": (10_000_000, 100_000)}
 
 FALLBACK_STEPS = ("triton", "cpu")
+# Floating dtypes, in the order the generated tests prefer one to compute in.
+FLOATING_DTYPES = ("float32", "float16", "bfloat16", "float64")
 TRITON_MODES = ("compile", "interpret")
 WARN_POLICIES = ("once", "always", "never")
 

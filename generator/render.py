@@ -162,6 +162,42 @@ def fallback_probe(spec: ChipSpec) -> tuple[str, str] | None:
     return next((probe for probe in FALLBACK_PROBES if probe[0] not in served), None)
 
 
+@dataclass(frozen=True)
+class SuiteDtypes:
+    """The dtypes the generated suite computes in, from the chip's `dtypes`."""
+    float: str               # float32 where the chip has it, else its first floating dtype
+    default_changed: bool    # no float32 on the chip: the suite sets torch's default dtype to `float`
+    byte: str                # the out-of-memory test's element type (one byte where the chip has one)
+    convert: str | None      # a second dtype for converting copies, or None (the chip has one dtype)
+    atol: float              # the autograd test's tolerance in `float`
+
+
+def suite_dtypes(spec: ChipSpec) -> SuiteDtypes:
+    from .model import FLOATING_DTYPES
+
+    floating = next(d for d in FLOATING_DTYPES if d in spec.dtypes)  # validation requires one
+    byte = next((d for d in ("uint8", "int8", "bool") if d in spec.dtypes), floating)
+    convert = next((d for d in ("float64", *FLOATING_DTYPES, *spec.dtypes) if d in spec.dtypes and d != floating),
+                   None)
+    return SuiteDtypes(float=floating, default_changed=floating != "float32", byte=byte, convert=convert,
+                      atol=1e-5 if floating in ("float32", "float64") else 1e-2)
+
+
+_DTYPE_NAME = re.compile(r"torch\.(float64|float32|float16|bfloat16|int64|int32|int16|int8|uint8|bool|complex64|complex128)\b")
+
+
+def vendor_op_cases(spec: ChipSpec) -> list[tuple[str, tuple]]:
+    """Each vendor op's CPU comparisons (opinfo_map), without the expressions that name a
+    dtype the chip refuses."""
+    out = []
+    for op in spec.vendor_ops:
+        cases = tuple(case for case in opinfo_names_for(op.name)
+                      if case[0] != "expr" or set(_DTYPE_NAME.findall(case[1])) <= set(spec.dtypes))
+        if cases:
+            out.append((op.name, cases))
+    return out
+
+
 def amp_kernels(spec: ChipSpec) -> dict[str, list]:
     """The amp lists as autocast.cpp registers them: (name, overload) pairs, fp32 ops with
     the policy CUDA casts them with; the `norm` overloads that append a dtype apart."""
@@ -261,8 +297,10 @@ def render(spec: ChipSpec | NativeSpec, output_dir: Path) -> dict[str, str]:
             "kernel_sources": [_relpath(p, output_dir) for p in (spec.kernels.sources if spec.kernels else ())],
             "driver_search_paths": [_relpath(p, output_dir) for p in spec.driver.search_paths],
         },
-        "opinfo_cases": [(op.name, names) for op in spec.vendor_ops if (names := opinfo_names_for(op.name))],
-        "untested_vendor_ops": [op.name for op in spec.vendor_ops if not opinfo_names_for(op.name)],
+        "opinfo_cases": vendor_op_cases(spec),
+        "untested_vendor_ops": [op.name for op in spec.vendor_ops
+                                if op.name not in {name for name, _ in vendor_op_cases(spec)}],
+        "suite_dtypes": suite_dtypes(spec),
     }
     files: dict[str, str] = {}
     for template, out in PRIVATEUSE1_FILES:

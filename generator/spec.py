@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import model
+from .model import FLOATING_DTYPES
 from .errors import SpecError, SpecErrors
 from .yaml_loader import MAX_BYTES, YamlDocument, format_path, load_yaml_bytes
 
@@ -364,6 +365,11 @@ def _semantic_errors(doc: YamlDocument, base: Path | None = None) -> list[SpecEr
                              at="key", hint="add a top-level 'kernels' section naming the vendor kernel library"))
 
     dtypes = data.get("dtypes")
+    if isinstance(dtypes, list) and dtypes and all(isinstance(d, str) for d in dtypes) \
+            and not set(dtypes) & set(FLOATING_DTYPES):
+        out.append(doc.error(("dtypes",), "the chip lists no floating dtype; autograd, optimizers and the "
+                             "generated tests compute in one",
+                             hint="add one of " + ", ".join(FLOATING_DTYPES)))
     amp = data.get("amp")
     if isinstance(amp, dict):
         amp_dtypes = amp.get("dtypes")

@@ -127,6 +127,15 @@ def test_amp_dtype_not_in_dtypes(tmp_path):
         f"{F}:{line_of(NPU_TEXT, '  dtypes: [float16, bfloat16]')}:21: amp.dtypes[1]: amp dtype 'bfloat16' is not in dtypes"]
 
 
+def test_a_chip_without_a_floating_dtype_is_refused(tmp_path):
+    text = edit(("dtypes: [float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool, complex64, "
+                 "complex128]", "dtypes: [int8, int32, bool]"),
+                ("amp:\n  dtypes: [float16, bfloat16]\n  default: float16\n", ""))
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{line_of(text, 'dtypes: [int8, int32, bool]')}:9: dtypes: the chip lists no floating dtype; autograd, "
+        "optimizers and the generated tests compute in one"]
+
+
 def test_amp_default_not_in_amp_dtypes(tmp_path):
     assert errors_of(tmp_path, edit(("  default: float16", "  default: float32"))) == [
         f"{F}:{line_of(NPU_TEXT, '  default: float16')}:12: amp.default: amp default 'float32' is not one of amp.dtypes"]

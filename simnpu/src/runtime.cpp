@@ -23,8 +23,16 @@
 #include <unordered_set>
 #include <vector>
 
+// A product of the SDK (CMakeLists.txt: simnpu_product) compiles in its own driver
+// version, device count and memory per device; the environment overrides the last two.
 #ifndef SIMNPU_VERSION
 #define SIMNPU_VERSION "2.1"
+#endif
+#ifndef SIMNPU_DEFAULT_DEVICES
+#define SIMNPU_DEFAULT_DEVICES 2
+#endif
+#ifndef SIMNPU_DEFAULT_CAPACITY
+#define SIMNPU_DEFAULT_CAPACITY "8G"
 #endif
 
 using Clock = std::chrono::steady_clock;
@@ -169,7 +177,7 @@ struct Alloc {
 };
 
 struct Runtime {
-  int device_count = 2;
+  int device_count = SIMNPU_DEFAULT_DEVICES;
   int version = 2010;
   std::vector<std::unique_ptr<Device>> devices;
 
@@ -188,7 +196,7 @@ struct Runtime {
       long v = std::strtol(dc, &end, 10);
       if (end != dc && *end == '\0' && v >= 0 && v <= 1024) device_count = static_cast<int>(v);
     }
-    size_t cap = parse_size(std::getenv("SIMNPU_MEMORY_CAPACITY"), size_t(8) << 30);
+    size_t cap = parse_size(std::getenv("SIMNPU_MEMORY_CAPACITY"), parse_size(SIMNPU_DEFAULT_CAPACITY, size_t(8) << 30));
     for (int i = 0; i < device_count; ++i) {
       auto d = std::make_unique<Device>();
       d->id = i;

@@ -6,7 +6,13 @@ import torch
 
 
 def pytest_configure(config):
+    import os
+
     config.addinivalue_line("markers", "vendor_op(name): checks the vendor kernel of one aten op")
+    if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD") == "0" and not hasattr(torch, 'hip_pu'):
+        import torch_fl_hip_pu
+
+        torch_fl_hip_pu._register()  # autoload is off: register the backend as a script would
 
 
 @pytest.fixture(scope="session", autouse=True)
