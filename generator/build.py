@@ -6,6 +6,8 @@ incremental build in the cache folder sees only real changes.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -43,9 +45,65 @@ def same_file(path: Path, text: str) -> bool:
 
 
 
-def generate(spec: ChipSpec, output_dir: Path) -> GenerateResult:
-    """Write the package for `spec` into `output_dir`, replacing it atomically."""
+@contextlib.contextmanager
+def output_lock(output_dir: Path, waiting: Callable[[str], None] | None = None):
+    """Holds the lock of one output folder: two torchfl-gen runs on it never interleave (the
+    second waits). The lock file lives in the cache folder, keyed on the output path."""
     output_dir = output_dir.resolve()
+    key = hashlib.sha256(str(output_dir).encode()).hexdigest()[:16]
+    path = cache_root() / "locks" / f"{output_dir.name}-{key}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting is not None:
+                waiting(f"waiting for another torchfl-gen run on {output_dir} to finish")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _remove_stale_staging(output_dir: Path) -> None:
+    """Staging folders a killed run left beside the output (the caller holds its lock, so no
+    other run is writing one)."""
+    if not output_dir.parent.is_dir():
+        return
+    for leftover in output_dir.parent.glob(f".{output_dir.name}.*"):
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def generate(spec: ChipSpec, output_dir: Path) -> GenerateResult:
+    """Write the package for `spec` into `output_dir`, replacing it atomically (the previous
+    package stays whole until the new one is complete). Takes the folder's lock unless the
+    caller holds it (`output_lock`)."""
+    output_dir = output_dir.resolve()
+    if _held_locks.get(output_dir):
+        return _generate(spec, output_dir)
+    with output_lock(output_dir):
+        return _generate(spec, output_dir)
+
+
+_held_locks: dict[Path, bool] = {}
+
+
+@contextlib.contextmanager
+def building(output_dir: Path, waiting: Callable[[str], None] | None = None):
+    """The lock for a whole build (generate, compile, install) of `output_dir`."""
+    output_dir = output_dir.resolve()
+    with output_lock(output_dir, waiting):
+        _held_locks[output_dir] = True
+        try:
+            yield
+        finally:
+            _held_locks.pop(output_dir, None)
+
+
+def _generate(spec: ChipSpec, output_dir: Path) -> GenerateResult:
+    _remove_stale_staging(output_dir)
     files = render(spec, output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise BuildError(f"{output_dir} exists and is not a folder: choose another --output")

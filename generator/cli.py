@@ -128,11 +128,13 @@ DRIVER_VERSION_HELP = "Build for this driver version (driver.version, or one of 
 @click.option("--driver-version", help=DRIVER_VERSION_HELP)
 def generate(spec_path: str, output: str | None, driver_version: str | None) -> None:
     """Write the backend package for SPEC without compiling it."""
-    from .build import BuildError, generate as write_package
+    from .build import BuildError, building, generate as write_package
 
     spec = _load(spec_path, driver_version=driver_version)
+    out = Path(output) if output else _default_output(spec)
     try:
-        result = write_package(spec, Path(output) if output else _default_output(spec))
+        with building(out, waiting=lambda message: click.echo(message, err=True)):
+            result = write_package(spec, out)
     except (BuildError, OSError) as error:
         _fail(f"error: {error}", EXIT_BUILD)
     click.echo(f"{result.output_dir}: {len(result.changed)} file(s) changed")
@@ -147,7 +149,7 @@ def generate(spec_path: str, output: str | None, driver_version: str | None) -> 
 def build(ctx: click.Context, spec_path: str, output: str | None, no_install: bool,
           driver_version: str | None) -> None:
     """Validate SPEC, generate its package, compile (cached) and install it."""
-    from .build import BuildError, compile_package, generate as write_package
+    from .build import BuildError, building, compile_package, generate as write_package
 
     verbose = ctx.obj["verbose"]
     say = _progress(verbose)
@@ -155,9 +157,10 @@ def build(ctx: click.Context, spec_path: str, output: str | None, no_install: bo
     spec = _load(spec_path, driver_version=driver_version)
     out = Path(output) if output else _default_output(spec)
     try:
-        result = write_package(spec, out)
-        say(f"generated {out} ({len(result.changed)} file(s) changed)")
-        wheel = compile_package(spec, result, install=not no_install, verbose=verbose, progress=say)
+        with building(out, waiting=say):  # one build of a folder at a time
+            result = write_package(spec, out)
+            say(f"generated {out} ({len(result.changed)} file(s) changed)")
+            wheel = compile_package(spec, result, install=not no_install, verbose=verbose, progress=say)
     except (BuildError, OSError) as error:
         _fail(f"error: {error}", EXIT_BUILD)
     _record_build(spec, say)

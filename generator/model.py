@@ -52,6 +52,10 @@ class DriverStatus:
     success: int
     not_ready: int
     out_of_memory: int
+    # Optional: statuses torch_fl raises as named exceptions (torch_fl.KernelError, ...).
+    launch_failure: int | None = None
+    device_lost: int | None = None
+    timeout: int | None = None
 
 
 @dataclass(frozen=True)

@@ -352,11 +352,13 @@ def _semantic_errors(doc: YamlDocument, base: Path | None = None) -> list[SpecEr
         out += errors
     out += _driver_version_errors(doc, data, ops if isinstance(ops, dict) else {})
 
+    if base is not None:
+        out += _path_errors(doc, data, base)
     kernels = data.get("kernels")
     if isinstance(kernels, dict) and isinstance(kernels.get("sources"), list) and base is not None:
         for i, src in enumerate(kernels["sources"]):
             if (isinstance(src, str) and re.fullmatch(r"[^\x00\n\r]+\.(cpp|cc|cxx)", src)
-                    and not Path(os.path.normpath(base / os.path.expanduser(src))).is_file()):
+                    and not Path(os.path.normpath(base / src)).is_file()):
                 out.append(doc.error(("kernels", "sources", i), f"kernel source '{src}' does not exist "
                                      f"(looked in {base / src})"))
 
@@ -400,6 +402,48 @@ NATIVE_UNUSED = {
     "fallback": "every op has torch's own kernel",
     "distributed": "name torch's backend under native.collective",
 }
+
+
+# Spec fields holding paths, relative to the spec's folder.
+PATH_FIELDS = (("driver", "search_paths"), ("kernels", "include_dirs"), ("kernels", "library_dirs"),
+               ("kernels", "sources"))
+
+
+def spec_root(base: Path) -> Path:
+    """The folder a spec's paths must stay in: the one above the spec's own (the project: a
+    spec lives in its `specs/` folder, the vendor SDK beside it)."""
+    return base.resolve().parent
+
+
+def _path_errors(doc: YamlDocument, data: dict, base: Path) -> list[SpecError]:
+    """A spec is untrusted input: its paths are relative and stay inside its project, links
+    included, so a spec cannot point a build at files elsewhere on the machine."""
+    out = []
+    root = spec_root(base)
+    for section, key in PATH_FIELDS:
+        items = _get(data, section, key)
+        if not isinstance(items, list):
+            continue
+        for i, item in enumerate(items):
+            if not isinstance(item, str) or not item or "\0" in item:
+                continue  # the schema reports it
+            where = (section, key, i)
+            if os.path.isabs(item) or item.startswith("~"):
+                out.append(doc.error(where, f"path '{item}' must be relative to the spec's folder",
+                                     hint=f"write it relative to {base}"))
+                continue
+            lexical = Path(os.path.normpath(base.resolve() / item))
+            if not _inside(lexical, root):
+                out.append(doc.error(where, f"path '{item}' must stay inside {root} (the folder above the "
+                                     "spec's own)", hint="keep the SDK inside the spec's project"))
+            elif not _inside(lexical.resolve(), root):
+                out.append(doc.error(where, f"path '{item}' leaves {root} through a symbolic link "
+                                     f"(it resolves to {lexical.resolve()})"))
+    return out
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
 
 
 def _native_errors(doc: YamlDocument, data: dict) -> list[SpecError]:
@@ -464,7 +508,7 @@ def _amp_op_errors(doc: YamlDocument, amp: dict) -> list[SpecError]:
 # --------------------------------------------------------------------------- model
 
 def _abs_paths(items, base: Path) -> tuple[Path, ...]:
-    return tuple(Path(os.path.normpath(base / os.path.expanduser(p))) for p in items)
+    return tuple(Path(os.path.normpath(base / p)) for p in items)
 
 
 def _overlay_for(doc: YamlDocument, driver_version: str | None) -> tuple[str, tuple, dict | None]:
@@ -577,7 +621,9 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes,
             version=version,
             versions=tuple([drv["version"]] + sorted(drv.get("versions") or {}, key=_version_key)),
             version_encoding=drv.get("version_encoding", "cuda"),
-            status=model.DriverStatus(**{f: drv["status"][f] for f in ("success", "not_ready", "out_of_memory")}),
+            status=model.DriverStatus(**{f: drv["status"][f] for f in (
+                "success", "not_ready", "out_of_memory", "launch_failure", "device_lost", "timeout")
+                if f in drv["status"]}),
             memcpy_kinds=model.MemcpyKinds(**{f: drv["memcpy_kinds"][f] for f in (
                 "host_to_host", "host_to_device", "device_to_host", "device_to_device")}),
             hooks=tuple((h, hooks[h]) for h in model.REQUIRED_HOOKS),

@@ -13,6 +13,7 @@ the default chain may serve on Triton, do not stand in for them.)
 """
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -43,13 +44,15 @@ def variant_spec(root, chip: str, extra_ops: str) -> str:
                       "// Declared by a newer SDK header; this library build lacks them.\n"
                       "namespace simnpu::ops {\n" + "\n".join(decls) + "\n}\n")
     text = (ROOT / "specs" / "npu.yaml").read_text()
-    sdk = ROOT / "simnpu"
+    # A spec's paths stay inside its project: the SDK travels with the variant.
+    shutil.copytree(ROOT / "simnpu" / "include", root / "sdk" / "include")
+    shutil.copytree(ROOT / "simnpu" / "build" / "lib", root / "sdk" / "lib")
     replacements = {
         "name: npu\n": f"name: {chip}\n",
-        "search_paths: [../simnpu/build/lib]": f"search_paths: [{sdk / 'build' / 'lib'}]",
+        "search_paths: [../simnpu/build/lib]": "search_paths: [sdk/lib]",
         "headers: [simnpu/simnpu_kernels.h]": "headers: [simnpu/simnpu_kernels.h, extra/missing_kernels.h]",
-        "include_dirs: [../simnpu/include]": f"include_dirs: [{sdk / 'include'}, include]",
-        "library_dirs: [../simnpu/build/lib]": f"library_dirs: [{sdk / 'build' / 'lib'}]",
+        "include_dirs: [../simnpu/include]": "include_dirs: [sdk/include, include]",
+        "library_dirs: [../simnpu/build/lib]": "library_dirs: [sdk/lib]",
         "  relu_: {kernel: relu_}\n": "",
     }
     for old, new in replacements.items():

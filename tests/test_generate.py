@@ -20,6 +20,7 @@ from torchfl_gen.build import BuildError, generate
 from torchfl_gen.cli import main as cli_main
 from torchfl_gen.render import MARKER, cpp_string, json_literal, py_string, render, spec_source_for
 from torchfl_gen.spec import load_spec
+from e2e_helpers import run_python
 from spec_helpers import NPU, NPU_TEXT, ROOT, edit, write
 
 COMMITTED = ROOT / "generated" / "npu"
@@ -358,6 +359,59 @@ def test_leftovers_of_a_killed_run_do_not_block(tmp_path):
         (out.parent / name / "file").write_text("left behind")
     assert generate(spec, out).changed == ("setup.py",)
     assert (out / "setup.py").read_text(encoding="utf-8") == render(spec, out)["setup.py"]
+    assert siblings(out) == ["npu"]  # the killed run's staging folders are gone
+
+
+def test_a_run_killed_mid_write_leaves_the_previous_package(tmp_path):
+    """SIGKILL while the new package is being written: the previous one is untouched, and the
+    next run cleans up after the dead one."""
+    spec = tree_spec(tmp_path)
+    out = tmp_path / "generated" / "npu"
+    generate(spec, out)
+    for rel in ("csrc/ops.cpp", "csrc/driver.cpp", "setup.py", "README.md"):
+        (out / rel).write_text("// previous\n")
+    before = snapshot(out)
+    proc = run_python(f"""
+        import os, signal
+        from pathlib import Path
+        from torchfl_gen.build import generate
+        from torchfl_gen.spec import load_spec
+        real, seen = Path.write_bytes, [0]
+        def dying(self, data):
+            seen[0] += 1
+            if seen[0] == 2:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real(self, data)
+        Path.write_bytes = dying
+        generate(load_spec({str(tmp_path / "specs" / "npu.yaml")!r}), Path({str(out)!r}))
+    """)
+    assert proc.returncode == -9
+    assert snapshot(out) == before
+    assert len(siblings(out)) == 2  # the package and the dead run's staging folder
+    assert sorted(generate(spec, out).changed) == ["README.md", "csrc/driver.cpp", "csrc/ops.cpp", "setup.py"]
+    assert siblings(out) == ["npu"]
+
+
+def test_two_runs_on_one_folder_never_interleave(tmp_path):
+    """A second run waits for the first one's lock, says so, then does its work."""
+    import subprocess
+    import sys
+    import time
+
+    from torchfl_gen.build import output_lock
+
+    out = tmp_path / "generated" / "npu"
+    tree_spec(tmp_path)
+    with output_lock(out):
+        second = subprocess.Popen([sys.executable, "-m", "torchfl_gen", "generate", str(tmp_path / "specs" / "npu.yaml"),
+                                   "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        assert second.poll() is None, second.communicate()  # still waiting for the lock
+        assert not out.exists()
+    stdout, stderr = second.communicate(timeout=120)
+    assert second.returncode == 0, stderr
+    assert "waiting for another torchfl-gen run on" in stderr
+    assert (out / MARKER).is_file()
 
 
 BUILD_PRODUCTS = {

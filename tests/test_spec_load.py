@@ -33,7 +33,8 @@ def test_driver(npu):
     assert d.search_paths == (ROOT / "simnpu" / "build" / "lib",)
     assert d.home_env == "SIMNPU_HOME"
     assert d.version == "2.1" and d.version_code == 2010
-    assert d.status == model.DriverStatus(success=0, not_ready=6, out_of_memory=2)
+    assert d.status == model.DriverStatus(success=0, not_ready=6, out_of_memory=2, launch_failure=7, device_lost=8,
+                                          timeout=9)
     assert d.memcpy_kinds == model.MemcpyKinds(0, 1, 2, 3)
     assert tuple(h for h, _ in d.hooks) == model.REQUIRED_HOOKS
     assert d.symbol("malloc") == "simnpuMalloc"

@@ -99,6 +99,65 @@ struct Task {
 
 struct Device;
 
+// Fault injection, for the backend's reliability tests (SIMNPU_FAULTS, read once per process):
+// comma-separated key=value pairs, every count per device the faults apply to.
+//   device=D             the device faults apply to (default: every device)
+//   alloc_fail_after=N   after N successful allocations, every allocation fails (out of memory)
+//   kernel_fail_after=N  the work item after N launched kernels fails (once: a launch failure)
+//   stall_after=N        the work item after N queued ones stalls for stall_ms (once)
+//   stall_ms=T           how long that stall lasts (default 2000)
+//   lost_after=N         after N driver calls on the device it is lost: every later call fails
+//   slow_ms=T            every work item on the device takes T ms longer
+struct Faults {
+  int device = -1;
+  long alloc_fail_after = -1, kernel_fail_after = -1, stall_after = -1, lost_after = -1;
+  long stall_ms = 2000, slow_ms = 0;
+  std::atomic<long> allocs{0}, kernels{0}, items{0}, calls{0};
+  std::atomic<bool> lost{false};
+
+  Faults() {
+    const char* spec = std::getenv("SIMNPU_FAULTS");
+    if (!spec) return;
+    std::string text(spec);
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find(',', start);
+      if (end == std::string::npos) end = text.size();
+      std::string item = text.substr(start, end - start);
+      size_t eq = item.find('=');
+      if (eq != std::string::npos) {
+        std::string key = item.substr(0, eq);
+        long value = std::strtol(item.c_str() + eq + 1, nullptr, 10);
+        if (key == "device") device = static_cast<int>(value);
+        else if (key == "alloc_fail_after") alloc_fail_after = value;
+        else if (key == "kernel_fail_after") kernel_fail_after = value;
+        else if (key == "stall_after") stall_after = value;
+        else if (key == "stall_ms") stall_ms = value;
+        else if (key == "lost_after") lost_after = value;
+        else if (key == "slow_ms") slow_ms = value;
+      }
+      start = end + 1;
+    }
+  }
+  bool applies(int dev) const { return device < 0 || device == dev; }
+  // Counts a driver call on `dev`; DeviceLost once the device is lost.
+  simnpuError_t call(int dev) {
+    if (!applies(dev) || lost_after < 0) return simnpuSuccess;
+    if (lost.load() || calls.fetch_add(1) >= lost_after) {
+      lost.store(true);
+      return fail(simnpuErrorDeviceLost, "device " + std::to_string(dev) +
+                  " was lost (fault injected: SIMNPU_FAULTS lost_after=" + std::to_string(lost_after) + ")");
+    }
+    return simnpuSuccess;
+  }
+  bool is_lost(int dev) const { return applies(dev) && lost.load(); }
+};
+
+Faults& faults() {
+  static Faults* f = new Faults();  // leaked like the runtime: worker threads may outlive statics
+  return *f;
+}
+
 }  // namespace
 
 struct simnpuStream_st {
@@ -307,8 +366,18 @@ void simnpuStream_st::run() {
       }
     }
     simnpuError_t e = simnpuSuccess;
+    Faults& fx = faults();
+    if (t.counts_busy && fx.applies(device)) {
+      if (fx.slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(fx.slow_ms));
+      if (fx.stall_after >= 0 && fx.items.fetch_add(1) == fx.stall_after)
+        std::this_thread::sleep_for(std::chrono::milliseconds(fx.stall_ms));
+    }
     try {
       e = t.fn();
+      if (e == simnpuSuccess && fx.is_lost(device)) {
+        e = simnpuErrorDeviceLost;
+        tls_last_message = "device " + std::to_string(device) + " was lost while work was queued on it";
+      }
     } catch (...) {
       e = simnpuErrorLaunchFailure;
       set_error(e, "exception escaped from queued work");
@@ -385,6 +454,7 @@ simnpuError_t check_memset(void* dst, size_t count) {
 }
 
 simnpuError_t sync_stream(simnpuStream_st* s) {
+  if (simnpuError_t lost = faults().call(s->device)) return lost;
   s->drain();
   return s->take_error();
 }
@@ -481,7 +551,14 @@ simnpuError_t simnpuMalloc(void** ptr, size_t size) {
   int dev = tls_device;
   if (!r.valid_device(dev)) return simnpuErrorInvalidDevice;
   *ptr = nullptr;
+  if (simnpuError_t lost = faults().call(dev)) return lost;
   if (size == 0) return simnpuSuccess;
+  Faults& fx = faults();
+  if (fx.applies(dev) && fx.alloc_fail_after >= 0 && fx.allocs.load() >= fx.alloc_fail_after)
+    return fail(simnpuErrorMemoryAllocation,
+                "device " + std::to_string(dev) + ": cannot allocate " + std::to_string(size) +
+                    " bytes (fault injected: SIMNPU_FAULTS alloc_fail_after=" +
+                    std::to_string(fx.alloc_fail_after) + ")");
   size_t reserved = (size + 255) & ~size_t(255);
   if (reserved < size) return simnpuErrorMemoryAllocation;
   Device& d = *r.devices[dev];
@@ -504,6 +581,7 @@ simnpuError_t simnpuMalloc(void** ptr, size_t size) {
     std::lock_guard<std::mutex> g(r.mem_m);
     r.allocs[reinterpret_cast<uintptr_t>(p)] = Alloc{size, reserved, dev};
   }
+  if (fx.applies(dev)) fx.allocs.fetch_add(1);
   *ptr = p;
   return simnpuSuccess;
 }
@@ -529,7 +607,9 @@ simnpuError_t simnpuFree(void* ptr) {
     r.allocs.erase(it);
   }
   std::free(ptr);
-  return simnpuSuccess;
+  // The memory is released either way; a lost device still says so.
+  return faults().is_lost(dev) ? fail(simnpuErrorDeviceLost, "device " + std::to_string(dev) + " was lost")
+                               : simnpuSuccess;
 }
 
 simnpuError_t simnpuMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
@@ -593,6 +673,7 @@ simnpuError_t simnpuMemcpyAsync(void* dst, const void* src, size_t count, simnpu
   if (e) return e;
   simnpuStream_st* s = nullptr;
   if ((e = rt().resolve(stream, &s))) return e;
+  if ((e = faults().call(s->device))) return e;
   if (count == 0) return simnpuSuccess;
   s->enqueue(Task{[dst, src, count] {
     std::memmove(dst, src, count);
@@ -624,6 +705,7 @@ simnpuError_t simnpuMemsetAsync(void* dst, int value, size_t count, simnpuStream
   if (e) return e;
   simnpuStream_st* s = nullptr;
   if ((e = rt().resolve(stream, &s))) return e;
+  if ((e = faults().call(s->device))) return e;
   if (count == 0) return simnpuSuccess;
   s->enqueue(Task{[dst, value, count] {
     std::memset(dst, value, count);
@@ -745,9 +827,18 @@ simnpuError_t simnpuLaunchHostFunc(simnpuStream_t stream, simnpuHostFn_t fn, voi
   simnpuStream_st* s = nullptr;
   simnpuError_t e = rt().resolve(stream, &s);
   if (e) return e;
-  s->enqueue(Task{[fn, user_data] {
+  if ((e = faults().call(s->device))) return e;
+  Faults& fx = faults();
+  // The injected failure still runs the kernel's closure (it owns its arguments and frees
+  // them); the stream then reports a launch failure, as a kernel that faulted would.
+  bool inject = fx.applies(s->device) && fx.kernel_fail_after >= 0 &&
+                fx.kernels.fetch_add(1) == fx.kernel_fail_after;
+  s->enqueue(Task{[fn, user_data, inject] {
     fn(user_data);
-    return simnpuSuccess;
+    if (!inject) return simnpuSuccess;
+    tls_last_message = "kernel failed (fault injected: SIMNPU_FAULTS kernel_fail_after=" +
+                       std::to_string(faults().kernel_fail_after) + ")";
+    return simnpuErrorLaunchFailure;
   }});
   return simnpuSuccess;
 }

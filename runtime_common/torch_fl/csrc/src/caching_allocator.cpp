@@ -270,17 +270,29 @@ class DeviceCache {
     }
   }
 
+  // Runs from tensor deleters: it must not throw. A driver that cannot record the events
+  // (a device in error) gets the block back at once, with a warning.
   void insert_events(Block* block) {
-    DeviceScope scope(device_);
-    for (c10::StreamId stream_id : block->stream_uses) {
-      c10::Stream stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device_), stream_id);
-      void* event = nullptr;
-      TORCH_FL_DRIVER_CHECK(driver().event_create(&event));
-      TORCH_FL_DRIVER_CHECK(driver().event_record(event, native_stream(stream)));
-      block->pending_events += 1;
-      pending_.push_back({event, block});
+    try {
+      DeviceScope scope(device_);
+      for (c10::StreamId stream_id : block->stream_uses) {
+        c10::Stream stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device_), stream_id);
+        void* event = nullptr;
+        TORCH_FL_DRIVER_CHECK(driver().event_create(&event));
+        const int status = driver().event_record(event, native_stream(stream));
+        if (!Driver::instance().ok(status)) {
+          driver().event_destroy(event);
+          Driver::instance().fail(status, "event_record");
+        }
+        block->pending_events += 1;
+        pending_.push_back({event, block});
+      }
+    } catch (const std::exception& error) {
+      TORCH_WARN("torch_fl allocator: could not order the reuse of a freed block after its other streams (",
+                 error.what(), "); the block is reused without waiting for them");
     }
     block->stream_uses.clear();
+    if (block->pending_events == 0) free_block(block);
   }
 
   // Returns blocks whose recorded events have completed to their pools.
@@ -301,7 +313,7 @@ class DeviceCache {
   void synchronize_and_free_events() {
     stats_.num_sync_all_streams += 1;
     for (auto& [event, block] : pending_) {
-      TORCH_FL_DRIVER_CHECK(driver().event_synchronize(event));
+      synchronize_event(event);
       finish_event(event, block);
     }
     pending_.clear();
@@ -314,6 +326,8 @@ class DeviceCache {
 
   // Frees every cached segment that is entirely unused.
   void release_cached_blocks() {
+    bool failed = false;
+    int first_failure = 0;
     for (BlockPool* pool : {&small_blocks_, &large_blocks_}) {
       const auto types = pool_stat_types(pool == &small_blocks_);
       for (auto it = pool->begin(); it != pool->end();) {
@@ -322,9 +336,16 @@ class DeviceCache {
           ++it;
           continue;
         }
+        int status;
         {
           DeviceScope scope(device_);
-          TORCH_FL_DRIVER_CHECK(driver().free(block->ptr));
+          status = driver().free(block->ptr);
+        }
+        // The segment leaves the books either way (a lost device takes its memory with it);
+        // the first failure is raised once every segment has been handed back.
+        if (!Driver::instance().ok(status) && !failed) {
+          failed = true;
+          first_failure = status;
         }
         stats_.num_device_free += 1;
         decrease(stats_.segment, types, 1);
@@ -333,6 +354,7 @@ class DeviceCache {
         delete block;
       }
     }
+    if (failed) Driver::instance().fail(first_failure, "free (releasing cached memory)");
   }
 
   [[noreturn]] void raise_out_of_memory(size_t requested) {

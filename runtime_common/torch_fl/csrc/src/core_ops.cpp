@@ -6,6 +6,9 @@
 #include <torch_fl/streams.h>
 
 #include <ATen/EmptyTensor.h>
+#include <mutex>
+#include <utility>
+#include <vector>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/as_strided_cpu_dispatch.h>
@@ -88,8 +91,47 @@ void* device_ptr(const at::Tensor& t) { return const_cast<void*>(t.const_data_pt
 
 bool is_dense(const at::Tensor& t) { return t.is_non_overlapping_and_dense(); }
 
+// Host memory a copy still uses after its wait failed (a stream that timed out keeps its
+// queued copies): kept alive until an event recorded after the copy completes.
+std::mutex orphans_mutex;
+std::vector<std::pair<void*, c10::Storage>> orphaned_copies;
+
+void release_finished_orphans() {
+  std::lock_guard<std::mutex> lock(orphans_mutex);
+  auto& d = Driver::instance();
+  for (auto it = orphaned_copies.begin(); it != orphaned_copies.end();) {
+    const int status = driver().event_query(it->first);
+    if (status == d.description().status_not_ready) {
+      ++it;
+      continue;
+    }
+    driver().event_destroy(it->first);
+    it = orphaned_copies.erase(it);
+  }
+}
+
+// Waits for a copy between `host` and the chip on `stream`. If the wait fails (a timeout, a
+// lost device), the host buffer must outlive the copy still queued on the stream: it is kept
+// until the stream gets past it, and the error goes on to the caller.
+void synchronize_copy(const c10::Stream& stream, const at::Tensor& host) {
+  try {
+    synchronize_stream(stream);
+  } catch (...) {
+    void* event = nullptr;
+    if (Driver::instance().ok(driver().event_create(&event)) &&
+        Driver::instance().ok(driver().event_record(event, native_stream(stream)))) {
+      std::lock_guard<std::mutex> lock(orphans_mutex);
+      orphaned_copies.emplace_back(event, host.storage());
+    } else {
+      new c10::Storage(host.storage());  // no event to wait on: never freed rather than freed too early
+    }
+    throw;
+  }
+}
+
 // Host -> chip: dst is on the chip, src on the host.
 void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  release_finished_orphans();
   const c10::DeviceGuard guard(dst.device());
   const auto stream = current_stream(dst.device().index());
   void* dst_ptr = device_ptr(dst);
@@ -103,7 +145,7 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
     if (non_blocking && pinned) {
       PinnedHostAllocator::instance().record_copy(src.data_ptr(), native_stream(stream));
     } else {
-      synchronize_stream(stream);
+      synchronize_copy(stream, src);
     }
     return;
   }
@@ -113,16 +155,17 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
   if (!is_dense(dst)) {
     TORCH_FL_DRIVER_CHECK(driver().memcpy_async(staging.data_ptr(), dst_ptr, bytes, desc().memcpy_device_to_host,
                                                 native_stream(stream)));
-    synchronize_stream(stream);
+    synchronize_copy(stream, staging);
   }
   host_view_of_span(dst, staging.data_ptr()).copy_(src);
   TORCH_FL_DRIVER_CHECK(driver().memcpy_async(dst_ptr, staging.data_ptr(), bytes, desc().memcpy_host_to_device,
                                               native_stream(stream)));
-  synchronize_stream(stream);  // the staging buffer dies with this scope
+  synchronize_copy(stream, staging);  // the staging buffer dies with this scope
 }
 
 // Chip -> host: src is on the chip, dst on the host.
 void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  release_finished_orphans();
   const c10::DeviceGuard guard(src.device());
   const auto stream = current_stream(src.device().index());
   const void* src_ptr = device_ptr(src);
@@ -136,14 +179,14 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_
     if (non_blocking && pinned) {
       PinnedHostAllocator::instance().record_copy(dst.data_ptr(), native_stream(stream));
     } else {
-      synchronize_stream(stream);
+      synchronize_copy(stream, dst);
     }
     return;
   }
   at::Tensor staging = at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte));
   TORCH_FL_DRIVER_CHECK(driver().memcpy_async(staging.data_ptr(), src_ptr, bytes, desc().memcpy_device_to_host,
                                               native_stream(stream)));
-  synchronize_stream(stream);
+  synchronize_copy(stream, staging);
   const_cast<at::Tensor&>(dst).copy_(host_view_of_span(src, staging.data_ptr()));
 }
 

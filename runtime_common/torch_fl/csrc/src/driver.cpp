@@ -145,7 +145,40 @@ std::string Driver::error_text(int status) const {
 }
 
 void Driver::fail(int status, const char* what) const {
-  TORCH_CHECK(false, description_.chip, " driver error ", status, " (", error_text(status), ") in ", what);
+  const std::string message = description_.chip + " driver error " + std::to_string(status) + " (" +
+                              error_text(status) + ") in " + what;
+  if (status == description_.status_launch_failure) {
+    raise_fault(Fault::kLaunchFailure, status, message + ": a kernel failed on the device");
+  }
+  if (status == description_.status_device_lost) {
+    raise_fault(Fault::kDeviceLost, status, message + ": the device is lost; tensors on it are gone");
+  }
+  if (status == description_.status_timeout) raise_fault(Fault::kTimeout, status, message);
+  TORCH_CHECK(false, message);
+}
+
+namespace {
+std::atomic<FaultThrower> fault_thrower{nullptr};
+}  // namespace
+
+void set_fault_thrower(FaultThrower thrower) { fault_thrower.store(thrower); }
+
+void raise_fault(Fault fault, int status, const std::string& message) {
+  if (FaultThrower thrower = fault_thrower.load()) thrower(fault, status, message);  // does not return
+  TORCH_CHECK(false, message);
+}
+
+double sync_timeout_seconds() {
+  static const double seconds = [] {
+    const char* text = std::getenv("TORCH_FL_SYNC_TIMEOUT");
+    if (!text || !*text) return 0.0;
+    char* end = nullptr;
+    const double value = std::strtod(text, &end);
+    TORCH_CHECK(end != text && *end == '\0' && value >= 0, "TORCH_FL_SYNC_TIMEOUT must be a number of seconds, got '",
+                text, "'");
+    return value;
+  }();
+  return seconds;
 }
 
 namespace {

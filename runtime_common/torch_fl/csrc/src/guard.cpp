@@ -90,7 +90,7 @@ bool DeviceGuardImpl::queryEvent(void* event) const {
 
 void DeviceGuardImpl::synchronizeEvent(void* event) const {
   if (!event) return;
-  TORCH_FL_DRIVER_CHECK(driver().event_synchronize(event));
+  synchronize_event(event);
 }
 
 double DeviceGuardImpl::elapsedTime(void* start, void* end, const c10::DeviceIndex) const {
@@ -105,8 +105,7 @@ bool DeviceGuardImpl::queryStream(const c10::Stream& stream) const { return quer
 void DeviceGuardImpl::synchronizeStream(const c10::Stream& stream) const { synchronize_stream(stream); }
 
 void DeviceGuardImpl::synchronizeDevice(const c10::DeviceIndex device_index) const {
-  DeviceScope scope(device_index);
-  TORCH_FL_DRIVER_CHECK(driver().device_synchronize());
+  synchronize_device(device_index);
 }
 
 void DeviceGuardImpl::recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const {

@@ -6,6 +6,7 @@
 #include <torch_fl/python_module.h>
 #include <torch_fl/streams.h>
 
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 
@@ -63,9 +64,38 @@ c10::Stream unpack_stream(int64_t stream_id, c10::DeviceIndex device_index, int 
   return c10::Stream::unpack3(stream_id, device_index, static_cast<c10::DeviceType>(device_type));
 }
 
+// torch_fl.errors' classes, one per Fault, looked up once (they live as long as the process).
+PyObject* fault_classes[3] = {nullptr, nullptr, nullptr};
+
+// Raises the named Python exception through torch's python_error, which torch's bindings (and
+// the autograd engine, across threads) turn back into the Python exception itself.
+[[noreturn]] void throw_python_fault(Fault fault, int status, const std::string& message) {
+  py::gil_scoped_acquire gil;
+  PyObject* cls = fault_classes[static_cast<int>(fault)];
+  PyObject* error = PyObject_CallFunction(cls, "s", message.c_str());
+  if (error != nullptr) {
+    const auto& description = Driver::instance().description();
+    PyObject_SetAttrString(error, "chip", py::str(description.chip).ptr());
+    PyObject_SetAttrString(error, "status", py::int_(status).ptr());
+    PyErr_SetObject(cls, error);
+    Py_DECREF(error);
+  }
+  python_error e;
+  e.persist();
+  throw e;
+}
+
+void install_fault_classes() {
+  py::module_ errors = py::module_::import("torch_fl.errors");
+  const char* names[3] = {"KernelError", "DeviceLostError", "StreamTimeoutError"};
+  for (int i = 0; i < 3; ++i) fault_classes[i] = py::object(errors.attr(names[i])).release().ptr();
+  set_fault_thrower(&throw_python_fault);
+}
+
 }  // namespace
 
 void bind_backend(py::module_& m) {
+  install_fault_classes();
   m.def("_lazy_init", [] { Driver::instance().ensure_loaded(); }, "Load the chip's driver (once); raises on failure");
   m.def("_driver_load_error", [] {
     return Driver::instance().try_load() ? std::string() : Driver::instance().load_error();
@@ -85,10 +115,7 @@ void bind_backend(py::module_& m) {
                 " device ", device, " (", static_cast<int>(device_count()), " available)");
     set_current_device(device);
   });
-  m.def("synchronize", [](int device) {
-    DeviceScope scope(device);
-    TORCH_FL_DRIVER_CHECK(driver().device_synchronize());
-  });
+  m.def("synchronize", [](int device) { synchronize_device(device); });
 
   m.def("memory_stats", [](int device) { return memory_stats(device); });
   m.def("empty_cache", [] { CachingDeviceAllocator::instance().emptyCache(); });

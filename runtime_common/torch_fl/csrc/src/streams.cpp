@@ -1,9 +1,15 @@
 #include <torch_fl/driver.h>
 #include <torch_fl/streams.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
 #include <vector>
 
 namespace torch_fl {
@@ -95,8 +101,54 @@ bool query_stream(const c10::Stream& stream) {
   d.fail(status, "stream_query");
 }
 
+void wait_until_done(const std::function<int()>& query, const std::function<int()>& sync, const std::string& what) {
+  auto& d = Driver::instance();
+  const double limit = sync_timeout_seconds();
+  if (limit > 0) {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::duration<double>(limit);
+    auto pause = std::chrono::microseconds(20);
+    // Poll instead of blocking in the driver, which could wait forever on a stalled device.
+    while (query() == d.description().status_not_ready) {
+      if (Clock::now() >= deadline) {
+        std::ostringstream message;
+        message << d.description().chip << " " << what << " did not finish within " << limit
+                << " s (TORCH_FL_SYNC_TIMEOUT); the device may be stalled. Its work is still queued: "
+                << "tensors it writes are not safe to read";
+        raise_fault(Fault::kTimeout, d.description().status_not_ready, message.str());
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+  }
+  const int status = sync();  // done (or failed): collects the status the work left
+  if (!d.ok(status)) d.fail(status, what.c_str());
+}
+
 void synchronize_stream(const c10::Stream& stream) {
-  TORCH_FL_DRIVER_CHECK(driver().stream_synchronize(native_stream(stream)));
+  void* handle = native_stream(stream);
+  std::ostringstream what;
+  what << "stream " << stream.id() << " of device " << static_cast<int>(stream.device_index());
+  wait_until_done([handle] { return driver().stream_query(handle); },
+                  [handle] { return driver().stream_synchronize(handle); }, what.str());
+}
+
+void synchronize_device(c10::DeviceIndex device) {
+  DeviceScope scope(device);
+  if (sync_timeout_seconds() > 0) {  // the driver's device sync cannot time out: wait per stream
+    auto& streams = streams_of(device);
+    for (int id = 0; id <= kStreamPoolSize; ++id) {
+      if (streams.handles[id]) {
+        synchronize_stream(c10::Stream(c10::Stream::UNSAFE, c10::Device(kDeviceType, device), id));
+      }
+    }
+  }
+  TORCH_FL_DRIVER_CHECK(driver().device_synchronize());
+}
+
+void synchronize_event(void* event) {
+  wait_until_done([event] { return driver().event_query(event); },
+                  [event] { return driver().event_synchronize(event); }, "event");
 }
 
 }  // namespace torch_fl

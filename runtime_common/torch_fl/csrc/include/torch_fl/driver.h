@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <climits>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -65,6 +66,12 @@ struct DriverDescription {
   int status_success = 0;
   int status_not_ready = 0;
   int status_out_of_memory = 0;
+  // Statuses raised as named exceptions (torch_fl.KernelError, ...); kNoStatus where the
+  // spec declares none.
+  static constexpr int kNoStatus = INT_MIN;
+  int status_launch_failure = kNoStatus;
+  int status_device_lost = kNoStatus;
+  int status_timeout = kNoStatus;
   int memcpy_host_to_host = 0;
   int memcpy_host_to_device = 1;
   int memcpy_device_to_host = 2;
@@ -116,6 +123,20 @@ class Driver {
 };
 
 inline const DriverApi& driver() { return Driver::instance().api(); }
+
+// The faults torch_fl names in Python (torch_fl.errors): a failure the driver reports with a
+// status the spec declares, or one the runtime detects itself (a wait past its timeout).
+enum class Fault { kLaunchFailure, kDeviceLost, kTimeout };
+
+// Raises `fault` with `message`. The Python module installs a thrower that raises the named
+// Python exception (a RuntimeError subclass); without one, a c10::Error is thrown.
+using FaultThrower = void (*)(Fault fault, int status, const std::string& message);
+void set_fault_thrower(FaultThrower thrower);
+[[noreturn]] void raise_fault(Fault fault, int status, const std::string& message);
+
+// Seconds a wait on the device may take before it raises Fault::kTimeout
+// (TORCH_FL_SYNC_TIMEOUT, read once; 0 when unset: wait as long as the driver does).
+double sync_timeout_seconds();
 
 // Call a driver hook and raise a located error unless it returned success.
 #define TORCH_FL_DRIVER_CHECK(call)                                       \

@@ -6,6 +6,9 @@
 
 #include <c10/core/Stream.h>
 
+#include <functional>
+#include <string>
+
 namespace torch_fl {
 
 constexpr int kStreamPoolSize = 8;
@@ -19,7 +22,14 @@ void set_current_stream(const c10::Stream& stream);
 c10::Stream stream_from_pool(c10::DeviceIndex device);
 
 bool query_stream(const c10::Stream& stream);
+// Waits for the device's work; with TORCH_FL_SYNC_TIMEOUT set, a wait longer than that raises
+// torch_fl.StreamTimeoutError (Fault::kTimeout) instead of blocking in the driver.
 void synchronize_stream(const c10::Stream& stream);
+void synchronize_device(c10::DeviceIndex device);
+void synchronize_event(void* event);
+// The polling wait behind them: `query` until it stops returning not-ready (or the timeout
+// passes), then `sync` for the final status; a failure raises naming `what`.
+void wait_until_done(const std::function<int()>& query, const std::function<int()>& sync, const std::string& what);
 
 // The current stream's driver handle as a vendor kernel's first argument:
 // converts to whatever pointer type the vendor's stream handle is.
