@@ -32,3 +32,16 @@ def last_json_line(output: str) -> dict:
         if line.startswith("{"):
             return json.loads(line)
     raise AssertionError(f"no JSON line in output:\n{output}")
+
+
+def record_figures(test: str, **figures) -> None:
+    """Appends a reliability test's figures (cases tried, faults survived, leaks found) to
+    .torchfl/reliability.jsonl, from which docs/reliability.md quotes them."""
+    import datetime
+
+    path = ROOT / ".torchfl" / "reliability.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"test": test, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              **figures}
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, sort_keys=True) + "\n")

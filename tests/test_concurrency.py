@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from e2e_helpers import ROOT, last_json_line, run_python
+from e2e_helpers import ROOT, last_json_line, record_figures, run_python
 
 pytestmark = pytest.mark.usefixtures("npu_backend")
 
@@ -36,14 +36,14 @@ def test_allocator_under_eight_threads_keeps_canaries_and_books():
                     if live and rng.random() < 0.45:
                         t, value, stream = live.pop(rng.randrange(len(live)))
                         with torch.npu.stream(stream):  # read on the stream that wrote it
-                            ok = bool((t == value).all().item())
+                            ok = bool((t.cpu() == value).all())
                         with lock:
                             checked[0] += 1
                             if not ok:
                                 failures.append((k, i, value))
                         del t  # freed: maybe while its writer stream is still busy
                         continue
-                    size = rng.choice([1, 33, 4096, 70000, 600000, 3000000])
+                    size = rng.choice([1, 33, 4096, 70000, 300000, 1500000])
                     alloc_on, write_on = rng.choice(streams), rng.choice(streams)
                     with torch.npu.stream(alloc_on):
                         t = torch.empty(size, dtype=torch.int32, device="npu:0")
@@ -56,7 +56,7 @@ def test_allocator_under_eight_threads_keeps_canaries_and_books():
                     live.append((t, value, write_on))
                 for t, value, stream in live:
                     with torch.npu.stream(stream):
-                        if not bool((t == value).all().item()):
+                        if not bool((t.cpu() == value).all()):
                             failures.append((k, "end", value))
                 live.clear()
             except Exception as error:
@@ -68,20 +68,22 @@ def test_allocator_under_eight_threads_keeps_canaries_and_books():
         for t in threads:
             t.join()
         torch.npu.synchronize(0)
+        torch.npu.empty_cache()  # also returns blocks whose other-stream uses were still being awaited
         stats = torch.npu.memory_stats(0)
-        allocation = stats["allocation"]["all"]
         print(json.dumps({"failures": failures[:5], "checked": checked[0], "leaked": torch.npu.memory_allocated(0) - base,
-                          "allocations": allocation["allocated"], "current": allocation["current"],
-                          "balance": allocation["allocated"] - allocation["freed"],
-                          "active": stats["active_bytes"]["all"]["current"],
-                          "reserved_ok": stats["reserved_bytes"]["all"]["current"] >= 0}))
+                          "allocations": stats["allocation.all.allocated"], "current": stats["allocation.all.current"],
+                          "balance": stats["allocation.all.allocated"] - stats["allocation.all.freed"],
+                          "active": stats["active_bytes.all.current"],
+                          "reserved": stats["reserved_bytes.all.current"]}))
     """, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = last_json_line(proc.stdout)
     assert r["failures"] == [], r["failures"]
     assert r["checked"] > 500 and r["allocations"] > 1000
     assert r["leaked"] == 0 and r["current"] == 0 and r["balance"] == 0 and r["active"] == 0
-    assert r["reserved_ok"]
+    assert r["reserved"] == 0  # every segment went back to the driver
+    record_figures("allocator under 8 threads", threads=8, allocations=r["allocations"], canaries_checked=r["checked"],
+                   corrupted=len(r["failures"]), leaked_bytes=r["leaked"])
 
 
 def test_training_soak_keeps_memory_flat():
@@ -117,3 +119,6 @@ def test_training_soak_keeps_memory_flat():
     assert len(set(r["allocated"][warm:])) == 1, r["allocated"]
     assert max(r["reserved"][warm:]) == r["reserved"][warm], r["reserved"]
     assert r["losses"][-1] < r["losses"][0]  # it trained
+    record_figures("training soak", steps=SOAK_STEPS, allocated_bytes=sorted(set(r["allocated"][warm:])),
+                   reserved_bytes_after_warmup=[min(r["reserved"][warm:]), max(r["reserved"][warm:])],
+                   loss=[r["losses"][0], r["losses"][-1]])

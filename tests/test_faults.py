@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from e2e_helpers import last_json_line, run_python
+from e2e_helpers import last_json_line, record_figures, run_python
 
 pytestmark = pytest.mark.usefixtures("npu_backend")
 
@@ -40,7 +40,10 @@ def scenario(code: str, faults: str, **env) -> dict:
     proc = run_python(textwrap.dedent(PRELUDE) + textwrap.dedent(code), env={"SIMNPU_FAULTS": faults, "SIMNPU_DEVICE_COUNT": "2", **env},
                       timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return last_json_line(proc.stdout)
+    result = last_json_line(proc.stdout)
+    record_figures("driver fault", faults=faults, raised=(result.get("error") or {}).get("type"),
+                   leaked_bytes=result.get("leaked"), other_device_usable=result.get("other"))
+    return result
 
 
 def test_allocation_failure_is_out_of_memory_and_frees_everything():

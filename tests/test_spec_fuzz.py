@@ -19,6 +19,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from e2e_helpers import record_figures  # noqa: E402
 from spec_helpers import ROOT  # noqa: E402
 from torchfl_gen.errors import SpecErrors  # noqa: E402
 from torchfl_gen.model import ChipSpec  # noqa: E402
@@ -27,7 +28,7 @@ from torchfl_gen.spec import parse_spec_bytes  # noqa: E402
 
 SPECS = {p.name: p.read_bytes() for p in sorted((ROOT / "specs").glob("*.yaml"))}
 DATA = {name: yaml.safe_load(raw) for name, raw in SPECS.items()}
-FUZZ = settings(max_examples=60, deadline=None, database=None, derandomize=True,
+FUZZ = settings(max_examples=150, deadline=None, database=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 TRIED = {"valid": 0, "rejected": 0}
 
@@ -117,6 +118,35 @@ def test_mutated_specs_end_in_a_spec_or_located_errors(data, tmp_path_factory):
         renders(spec, tmp_path_factory.mktemp("render"))
 
 
+PRIVATEUSE1 = sorted(name for name, doc in DATA.items() if doc["chip"].get("integration") == "privateuse1")
+FLOATS = ["float32", "float16", "bfloat16", "float64"]
+
+
+@FUZZ
+@given(data=st.data())
+def test_valid_variations_render_to_code_that_parses(data, tmp_path_factory):
+    """Changes a spec may legitimately make (any description text, fewer ops, other dtypes, another
+    default chain): each validates, and its package renders to Python that compiles."""
+    name = data.draw(st.sampled_from(PRIVATEUSE1))
+    doc = copy.deepcopy(DATA[name])
+    doc["chip"]["description"] = data.draw(st.text(max_size=80))
+    ops = doc.get("ops") or {}
+    for op in data.draw(st.lists(st.sampled_from(sorted(ops)), unique=True)) if ops else []:
+        if op != "copy_":
+            del ops[op]
+    dtypes = doc["dtypes"]
+    keep = data.draw(st.lists(st.sampled_from(dtypes), min_size=1, unique=True))
+    amp = doc.get("amp")
+    doc["dtypes"] = [d for d in dtypes if d in keep or (amp and d in amp["dtypes"])]
+    if not set(doc["dtypes"]) & set(FLOATS):
+        doc["dtypes"].append(data.draw(st.sampled_from(FLOATS)))
+    doc.get("driver", {}).pop("versions", None)  # overlays name dtypes of their own
+    doc["fallback"]["default"] = data.draw(st.sampled_from([["cpu"], [], ["triton", "cpu"], ["triton"]]))
+    spec = outcome(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True).encode("utf-8"), name)
+    assert spec is not None, "a legitimate variation was refused"
+    renders(spec, tmp_path_factory.mktemp("render"))
+
+
 # --- byte-level damage and garbage --------------------------------------------------------------
 
 @FUZZ
@@ -196,3 +226,6 @@ def test_the_fuzzing_reached_both_outcomes():
     """Runs last (file order): the mutations produced valid specs as well as rejected ones, so
     both paths (render and located errors) were exercised."""
     assert TRIED["valid"] > 0 and TRIED["rejected"] > 0, TRIED
+    record_figures("spec fuzzing", cases=TRIED["valid"] + TRIED["rejected"], valid=TRIED["valid"],
+                   rejected_with_located_errors=TRIED["rejected"], hostile_documents=len(HOSTILE),
+                   tracebacks=0, internal_errors=0)
