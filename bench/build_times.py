@@ -17,9 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
 
 
-def build(spec: Path, env: dict) -> float:
+def build(spec: Path, env: dict, install: bool, output: Path | None) -> float:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "torchfl_gen", "build", str(spec)], env=env,
+    extra = [] if install else ["--no-install", "--output", str(output)]
+    proc = subprocess.run([sys.executable, "-m", "torchfl_gen", "build", str(spec), *extra], env=env,
                           capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
@@ -38,22 +39,28 @@ def main(argv=None):
     p = _common.parser(__doc__)
     p.add_argument("specs", nargs="+", type=Path)
     p.add_argument("--noop-runs", type=int, default=3)
+    p.add_argument("--no-install", action="store_true",
+                   help="build wheels into a temporary folder instead of installing (chips that cannot be "
+                        "installed beside another PrivateUse1 backend); no-op is then a rebuild with nothing to compile")
     args = p.parse_args(argv)
-    from torchfl_gen.spec import load_spec
+    from torchfl_gen.cli import _load
 
     results, rows = {}, []
     for spec_path in args.specs:
-        spec = load_spec(spec_path)
-        subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", spec.chip.distribution],
-                       capture_output=True)
+        spec = _load(str(spec_path))
+        if not args.no_install:
+            subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", spec.chip.distribution],
+                           capture_output=True)
         with tempfile.TemporaryDirectory(prefix="torchfl-bench-cache-") as cache:
             env = dict(os.environ, TORCHFL_CACHE_DIR=cache)
-            cold = build(spec_path, env)
-            noop = [build(spec_path, env) for _ in range(args.noop_runs)]
+            output = Path(cache) / "pkg"
+            cold = build(spec_path, env, not args.no_install, output)
+            noop = [build(spec_path, env, not args.no_install, output) for _ in range(args.noop_runs)]
         results[str(spec_path)] = {"cold_s": cold, "noop_s": _common.median(noop), "noop_runs": noop,
                                    "jobs": int(os.environ.get("MAX_JOBS", os.cpu_count() or 1))}
         rows.append([str(spec_path), cold, _common.median(noop)])
-    _common.emit("build_times", {"results": results}, rows, ["spec", "cold s", "no-op s"], args.out)
+    _common.emit("build_times", {"results": results, "install": not args.no_install}, rows,
+                 ["spec", "cold s", "no-op s"], args.out)
 
 
 if __name__ == "__main__":

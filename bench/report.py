@@ -92,6 +92,9 @@ def builds(r: dict) -> list[str]:
     out = ["| spec | cold (s) | no-op (s) | parallel jobs |", "|---|---|---|---|"]
     for spec, v in r["results"].items():
         out.append(f"| `{spec}` | {v['cold_s']:.0f} | {v['noop_s']:.1f} | {v['jobs']} |")
+    if not r.get("install", True):
+        out += ["", "Wheels, not installed (one PrivateUse1 backend per environment): no-op is a rebuild that "
+                "compiles nothing but packages the wheel again."]
     return out
 
 
@@ -109,7 +112,8 @@ def command(record: dict) -> str:
     return COMMANDS[name].format(
         pairs=" --pair ".join(record.get("results", {}).keys()) if name == "op_overhead" else "",
         chip=record.get("chip"), native=record.get("native"),
-        specs=" ".join(record.get("results", {}).keys()) if name == "build_times" else "")
+        specs=" ".join(record.get("results", {}).keys()) + ("" if record.get("install", True) else " --no-install")
+        if name == "build_times" else "")
 
 
 def render() -> str:

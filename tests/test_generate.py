@@ -405,12 +405,13 @@ def test_two_runs_on_one_folder_never_interleave(tmp_path):
     with output_lock(out):
         second = subprocess.Popen([sys.executable, "-m", "torchfl_gen", "generate", str(tmp_path / "specs" / "npu.yaml"),
                                    "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(3)
-        assert second.poll() is None, second.communicate()  # still waiting for the lock
+        said = second.stderr.readline()  # blocks until the second run reports the lock it waits for
+        assert "waiting for another torchfl-gen run on" in said, said + second.stderr.read()
+        time.sleep(1)
+        assert second.poll() is None  # still waiting: it wrote nothing
         assert not out.exists()
     stdout, stderr = second.communicate(timeout=120)
     assert second.returncode == 0, stderr
-    assert "waiting for another torchfl-gen run on" in stderr
     assert (out / MARKER).is_file()
 
 

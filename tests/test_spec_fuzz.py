@@ -21,6 +21,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from e2e_helpers import record_figures  # noqa: E402
 from spec_helpers import ROOT  # noqa: E402
+from torchfl_gen.build import generate  # noqa: E402
 from torchfl_gen.errors import SpecErrors  # noqa: E402
 from torchfl_gen.model import ChipSpec  # noqa: E402
 from torchfl_gen.render import render  # noqa: E402
@@ -53,10 +54,15 @@ def outcome(raw: bytes, name: str = "npu.yaml"):
 
 
 def renders(spec, tmp_path) -> None:
-    """A valid spec renders, and its Python files are Python."""
+    """A valid spec generates a whole package (every file rendered is written, nothing else),
+    and its Python files are Python."""
     if not isinstance(spec, ChipSpec):
         return
-    files = render(spec, tmp_path / "pkg")
+    out = tmp_path / "pkg"
+    files = render(spec, out)
+    generate(spec, out)
+    written = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    assert written == set(files), written ^ set(files)
     for path, text in files.items():
         if path.endswith(".py"):
             compile(text, path, "exec")

@@ -22,12 +22,12 @@ def test_locations_of_keys_and_values():
     assert doc.value_loc(("ops", "add.Tensor")) == (add, 15)
     assert doc.key_loc(("ops", "add.Tensor", "kernel")) == (add, 16)
     assert doc.value_loc(("ops", "add.Tensor", "kernel")) == (add, 24)
-    assert doc.key_loc(("driver", "hooks", "malloc")) == (36, 5)
-    assert doc.value_loc(("driver", "libraries", 0)) == (17, 7)
-    assert doc.key_loc(("driver", "memcpy_kinds", "device_to_host")) == (28, 54)
-    assert doc.value_loc(()) == (6, 1)
+    assert doc.key_loc(("driver", "hooks", "malloc")) == (line_of(NPU_TEXT, "    malloc: simnpuMalloc"), 5)
+    assert doc.value_loc(("driver", "libraries", 0)) == (line_of(NPU_TEXT, "    - libsimnpu_runtime.so"), 7)
+    assert doc.key_loc(("driver", "memcpy_kinds", "device_to_host")) == (line_of(NPU_TEXT, "  memcpy_kinds:"), 54)
+    assert doc.value_loc(()) == (line_of(NPU_TEXT, "spec_version: 1", whole=True), 1)
     # unknown paths fall back to the nearest known ancestor
-    assert doc.key_loc(("driver", "hooks", "nope")) == (29, 3)
+    assert doc.key_loc(("driver", "hooks", "nope")) == (line_of(NPU_TEXT, "  hooks:", whole=True), 3)
 
 
 def test_plain_data_types():
