@@ -84,19 +84,22 @@ def test_kernel_failure_is_a_kernel_error_and_the_device_goes_on():
 def test_kernel_failure_in_backward_reaches_the_caller_as_a_kernel_error():
     """Raised on the autograd engine's device thread, re-raised in the caller's: same class."""
     r = scenario("""
+        base = books(1)
         w = torch.randn(16, 16, device="npu:1", requires_grad=True)
         x = torch.randn(8, 16, device="npu:1")
         loss = (x @ w).relu().sum()
         torch.npu.synchronize(1)
         error = raised(lambda: (loss.backward(), torch.npu.synchronize(1)))
-        print(json.dumps({"error": error, "other": other_device_works()}))
+        del w, x, loss
+        print(json.dumps({"error": error, "leaked": books(1) - base, "other": other_device_works()}))
     """, "device=1,kernel_fail_after=6")
     assert r["error"]["type"] == "KernelError", r["error"]
-    assert r["other"]
+    assert r["other"] and r["leaked"] == 0
 
 
 def test_a_stalled_stream_times_out_with_a_named_error():
     r = scenario("""
+        base = books(1)
         x = torch.ones(256, 256, device="npu:1")
         y = torch.mm(x, x)         # the stalled work item (3 s) is among these
         start = time.monotonic()
@@ -105,12 +108,14 @@ def test_a_stalled_stream_times_out_with_a_named_error():
         other = other_device_works()
         time.sleep(3)              # the stall passes: the device completes its queue
         late = float(y.cpu()[0, 0])
-        print(json.dumps({"error": error, "waited": waited, "other": other, "late": late}))
+        del x, y
+        print(json.dumps({"error": error, "waited": waited, "other": other, "late": late,
+                          "leaked": books(1) - base}))
     """, "device=1,stall_after=1,stall_ms=3000", TORCH_FL_SYNC_TIMEOUT="0.5")
     assert r["error"]["type"] == "StreamTimeoutError"
     assert "did not finish within 0.5 s (TORCH_FL_SYNC_TIMEOUT)" in r["error"]["message"]
     assert 0.4 < r["waited"] < 2.5
-    assert r["other"] and r["late"] == 256.0
+    assert r["other"] and r["late"] == 256.0 and r["leaked"] == 0
 
 
 def test_a_lost_device_raises_device_lost_and_its_memory_leaves_the_books():
@@ -136,16 +141,22 @@ def test_a_lost_device_raises_device_lost_and_its_memory_leaves_the_books():
 
 def test_a_slow_device_computes_correctly_and_a_tight_timeout_names_it():
     slow = scenario("""
+        base = books(1)
         start = time.monotonic()
         x = torch.arange(100.0, device="npu:1")
         y = (x * 2).sum().item()
-        print(json.dumps({"y": y, "took": time.monotonic() - start, "other": other_device_works()}))
+        took = time.monotonic() - start
+        del x
+        print(json.dumps({"y": y, "took": took, "leaked": books(1) - base, "other": other_device_works()}))
     """, "device=1,slow_ms=300")
-    assert slow["y"] == 9900.0 and slow["took"] >= 0.3 and slow["other"]
+    assert slow["y"] == 9900.0 and slow["took"] >= 0.3 and slow["other"] and slow["leaked"] == 0
     timed = scenario("""
+        base = torch.npu.memory_allocated(1)
         x = torch.ones(100, device="npu:1")  # vendor kernels: queued, no wait
         error = raised(lambda: (x * 3).cpu())
         time.sleep(1.0)  # the queued work finishes before the process ends
-        print(json.dumps({"error": error, "other": other_device_works()}))
+        del x
+        print(json.dumps({"error": error, "leaked": torch.npu.memory_allocated(1) - base,
+                          "other": other_device_works()}))
     """, "device=1,slow_ms=300", TORCH_FL_SYNC_TIMEOUT="0.1")
-    assert timed["error"]["type"] == "StreamTimeoutError" and timed["other"]
+    assert timed["error"]["type"] == "StreamTimeoutError" and timed["other"] and timed["leaked"] == 0
