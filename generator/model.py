@@ -192,17 +192,18 @@ class ChipSpec:
         """Ops the generated backend routes to the shared Triton kernels when Triton is
         available: named ops without a kernel whose chain tries triton before cpu, and,
         when the default chain starts with triton, every op the library has that the
-        spec does not name. Vendor ops whose kernel turns out missing at load time are
+        spec does not name (the foreach family only where Triton compiles: COMPILED_ONLY). Vendor ops whose kernel turns out missing at load time are
         added at runtime from their own chain."""
         if "triton" not in self.fallback.default and not any("triton" in op.fallback for op in self.ops):
             return ()
-        from torch_fl.triton_ops import SUPPORTED_OPS
+        from torch_fl.triton_ops import COMPILED_ONLY, SUPPORTED_OPS
 
         named = {op.name for op in self.ops}
         chosen = [op.name for op in self.ops
                   if op.kernel is None and op.fallback[:1] == ("triton",) and op.name in SUPPORTED_OPS]
         if self.fallback.default[:1] == ("triton",):
-            chosen += [name for name in SUPPORTED_OPS if name not in named]
+            skip = COMPILED_ONLY if self.fallback.triton == "interpret" else frozenset()
+            chosen += [name for name in SUPPORTED_OPS if name not in named and name not in skip]
         return tuple(sorted(chosen))
 
     @property

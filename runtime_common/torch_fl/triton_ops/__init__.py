@@ -21,7 +21,7 @@ import importlib.util
 import os
 from typing import Callable
 
-__all__ = ["SUPPORTED_OPS", "Unsupported", "available", "copy_into", "fill_into", "kernel_for"]
+__all__ = ["COMPILED_ONLY", "SUPPORTED_OPS", "Unsupported", "available", "copy_into", "fill_into", "kernel_for"]
 
 # Families beside the core, in the order their ops are listed.
 FAMILIES: tuple[str, ...] = ("index", "linalg", "nn", "fft", "foreach")
@@ -124,6 +124,10 @@ def _family_ops(family: str) -> tuple[str, ...]:
 
 _FAMILY_OF: dict[str, str] = {op: family for family in FAMILIES for op in _family_ops(family)}
 SUPPORTED_OPS: tuple[str, ...] = _CORE_OPS + tuple(op for family in FAMILIES for op in _family_ops(family))
+# Ops routed to Triton only where it compiles: a foreach kernel pays off as one launch per list,
+# while under the interpreter the per-tensor ops that torch's own decomposition calls are
+# faster (a chip's vendor kernels among them).
+COMPILED_ONLY: frozenset[str] = frozenset(_family_ops("foreach"))
 
 
 def available() -> bool:

@@ -13,7 +13,8 @@ addresses, builds and uploads it once.
 Tensors the table cannot serve take the per-tensor paths: a non-contiguous or broadcast
 operand gets `launch_pointwise` (the strided kernel), an operand on another device the
 per-tensor torch op. Under Triton's interpreter the table holds host addresses, so it is
-used for CPU tensors only (the tests); a simulated chip gets a launch per tensor.
+used for CPU tensors only (the tests); chips whose Triton is interpreted do not route the
+family (COMPILED_ONLY in __init__.py), a chip's tensors there would get a launch per tensor.
 """
 from __future__ import annotations
 
