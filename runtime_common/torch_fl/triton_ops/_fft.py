@@ -116,8 +116,8 @@ def _dft(x: torch.Tensor, dim: int, nout: int, nsig: int, sign: int, scale: floa
     if m and nout:
         xv, (sxm, sxj), sxc = _float_view(rows)
         ov, (som, sok), soc = _float_view(out)
-        bm, bk, bj = 16, min(max(triton.next_power_of_2(nout), 16), 32), 16
-        grid = (triton.cdiv(m, bm), triton.cdiv(nout, bk))
+        bm, bk, bj = 16, min(max(I.next_power_of_2(nout), 16), 32), 16
+        grid = (I.cdiv(m, bm), I.cdiv(nout, bk))
         dft_kernel[grid](xv, ov, m, nsum, nout, max(nsig, 1), sxm, sxj, sxc, som, sok, soc,
                          I._bits(scale, torch.float64)[0], SIGN=sign, X_COMPLEX=rows.is_complex(),
                          CONJ_IN=conj, HERMITIAN=hermitian, REAL_OUT=real_out, ODT=I._odt(real),

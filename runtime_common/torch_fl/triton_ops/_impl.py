@@ -87,8 +87,19 @@ def _device_of(*args) -> torch.device:
     return dev or torch.device("cpu")
 
 
+# Host-side helpers: triton.cdiv / triton.next_power_of_2 are Triton constexpr functions,
+# about 4 us per call from Python, and a small op calls them on every launch.
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n (0 for n <= 0), as triton.next_power_of_2."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 def _grid1(n):
-    return (triton.cdiv(n, _BLOCK),)
+    return (-(-n // _BLOCK),)
 
 
 def _pad6(shape, strides_list):
@@ -246,11 +257,14 @@ _POINTWISE: dict[str, tuple] = {}
 
 
 def _shape_of(operands):
-    shapes = [tuple(o.shape) for o in operands if _is_tensor(o)]
-    distinct = {s for s in shapes if s}
-    if len(distinct) <= 1:  # equal shapes and scalars: without torch.broadcast_shapes' cost
-        return next(iter(distinct), ())
-    return torch.broadcast_shapes(*shapes)
+    shape = ()
+    for o in operands:  # equal shapes and scalars (the common case): without broadcast_shapes' cost
+        if isinstance(o, torch.Tensor) and o.dim():
+            if not shape:
+                shape = o.shape
+            elif o.shape != shape:
+                return torch.broadcast_shapes(*[tuple(t.shape) for t in operands if isinstance(t, torch.Tensor)])
+    return tuple(shape)
 
 
 _FILLS = {"fill_one": 1, "fill_zero": 0}  # results that do not depend on the values
@@ -834,9 +848,9 @@ def _reduce(x, dim, keepdim, rop, cdtype, odtype, out=None, p=0.0, corr=0.0):
     buf = _contig(xp, cdtype)
     res = _empty(oshape, odtype, x.device)
     if m > 0:
-        bk = min(max(triton.next_power_of_2(max(k, 1)), 16), 256)
-        bm = max(1, min(triton.next_power_of_2(m), 4096 // bk))
-        K.reduce_kernel[(triton.cdiv(m, bm),)](buf, res, m, k, float(p), float(corr), OP=K.RED_ID[rop],
+        bk = min(max(next_power_of_2(max(k, 1)), 16), 256)
+        bm = max(1, min(next_power_of_2(m), 4096 // bk))
+        K.reduce_kernel[(cdiv(m, bm),)](buf, res, m, k, float(p), float(corr), OP=K.RED_ID[rop],
                                                CDT=_cdt(cdtype), ODT=_odt(odtype), BLOCK_M=bm, BLOCK_K=bk)
     if out is None:
         return res
@@ -951,7 +965,7 @@ _ONE_PASS_MAX = 8192  # row elements a program keeps in registers (one read of t
 def _row_launch(kk: int) -> dict:
     """Block size, pass count and warps of the row kernels (softmax, layer norm) for rows of kk."""
     if kk <= _ONE_PASS_MAX:
-        bk = max(triton.next_power_of_2(kk), 16)
+        bk = max(next_power_of_2(kk), 16)
         return {"BLOCK_K": bk, "ONE_PASS": True, "num_warps": 4 if bk < 2048 else 8 if bk < 4096 else 16}
     return {"BLOCK_K": 1024, "ONE_PASS": False}
 
@@ -1117,15 +1131,15 @@ def _bmm_launch(a, b, c, bias=None, alpha=1, beta=1):
         return c
     if kk == 0 and bias is None:
         return fill_into(c, 0)
-    bm = min(max(triton.next_power_of_2(m), 16), 64)
-    bn = min(max(triton.next_power_of_2(n), 16), 64)
-    bk = min(max(triton.next_power_of_2(kk), 16), 64)
+    bm = min(max(next_power_of_2(m), 16), 64)
+    bn = min(max(next_power_of_2(n), 16), 64)
+    bk = min(max(next_power_of_2(kk), 16), 64)
     has_bias = bias is not None and beta != 0
     bi = bias.expand(c.shape) if has_bias else c
-    grid = (triton.cdiv(m, bm), triton.cdiv(n, bn), bt)
+    grid = (cdiv(m, bm), cdiv(n, bn), bt)
     if is_int:  # small blocks: the integer path materialises a BM x BK x BN product
         bm, bn, bk = min(bm, 16), min(bn, 16), min(bk, 16)
-        grid = (triton.cdiv(m, bm), triton.cdiv(n, bn), bt)
+        grid = (cdiv(m, bm), cdiv(n, bn), bt)
         alpha, beta = int(alpha), int(beta)
     else:
         alpha, beta = float(alpha), float(beta)
@@ -1584,9 +1598,9 @@ def _tri_launch(x, out, diagonal, lower, eye=False):
         xb = x
     else:
         xb = x.reshape(bsz, r, c) if x.is_contiguous() else _contig(x).view(bsz, r, c)
-    br = min(max(triton.next_power_of_2(r), 16), 64)
-    bc = min(max(triton.next_power_of_2(c), 16), 64)
-    K.tri_kernel[(triton.cdiv(r, br), triton.cdiv(c, bc), bsz)](
+    br = min(max(next_power_of_2(r), 16), 64)
+    bc = min(max(next_power_of_2(c), 16), 64)
+    K.tri_kernel[(cdiv(r, br), cdiv(c, bc), bsz)](
         xb, tgt, bsz, r, c, *xb.stride(), *tgt.stride(), int(diagonal), LOWER=lower, EYE=eye,
         ODT=_odt(out.dtype), BR=br, BC=bc)
     if ob is None:

@@ -389,7 +389,7 @@ def searchsorted_kernel(seq, sorter, x, out, N, M, L, SEQ_ROWS, STEPS, RIGHT: tl
 
 # ---------------------------------------------------------------- helpers --
 def _launch_grid(n):
-    return (triton.cdiv(n, _BLOCK),)
+    return (I.cdiv(n, _BLOCK),)
 
 
 def _iter6(shape, strides_list):
@@ -622,7 +622,7 @@ def _scan(self, dim, dtype, out, prod):
     res = I._empty(xm.shape, cdt, self.device)
     length = xm.shape[-1]
     rows = xm.numel() // length
-    block = min(max(triton.next_power_of_2(length), 16), _BLOCK)
+    block = min(max(I.next_power_of_2(length), 16), _BLOCK)
     scan_kernel[(rows,)](buf, res, length, PROD=prod, BLOCK=block)
     res = res.movedim(-1, d)
     if self.dim() == 0:
@@ -677,8 +677,8 @@ def _sort_impl(self, dim, descending, values=None, indices=None):
     vbuf = I._empty(xm.shape, cdt, self.device)
     ibuf = I._empty(xm.shape, torch.int64, self.device)
     rows = xm.numel() // length
-    bi = min(max(triton.next_power_of_2(length), 16), 64)
-    bj = min(max(triton.next_power_of_2(length), 16), 128)
+    bi = min(max(I.next_power_of_2(length), 16), 64)
+    bj = min(max(I.next_power_of_2(length), 16), 128)
     sort_rank_kernel[(rows,)](buf, vbuf, ibuf, length, DESC=bool(descending), BI=bi, BJ=bj)
     vres, ires = vbuf.movedim(-1, d), ibuf.movedim(-1, d)
     if self.dim() == 0:
@@ -1147,7 +1147,7 @@ def _row_scan(self, dim, cdt, launch):
     xm, d = I._rows_last(self, dim)
     buf = I._contig(xm, cdt)
     length = xm.shape[-1]
-    block = min(max(triton.next_power_of_2(length), 16), _BLOCK)
+    block = min(max(I.next_power_of_2(length), 16), _BLOCK)
     launch(buf, xm.numel() // length, length, block)
 
     def back(t):

@@ -54,7 +54,7 @@ def _block(*sizes):
     n = max([1, *sizes])
     if n > _MAXN:
         raise Unsupported(f"matrix side {n} exceeds the one-program limit {_MAXN}")
-    return max(triton.next_power_of_2(n), 2)
+    return max(I.next_power_of_2(n), 2)
 
 
 def _bstrides(t, batch):
@@ -1169,7 +1169,7 @@ def _cross(self, other, dim, out):
     b = I._contig(other.expand(shape).movedim(d, -1))
     ov = out.movedim(d, -1)
     res = ov if ov.is_contiguous() else torch.empty(ov.shape, dtype=out.dtype, device=out.device)
-    _cross_kernel[(triton.cdiv(n, 256),)](a, b, res, n, 1, 1, 1, ODT=I._odt(out.dtype), CDT=I._cdt(out.dtype),
+    _cross_kernel[(I.cdiv(n, 256),)](a, b, res, n, 1, 1, 1, ODT=I._odt(out.dtype), CDT=I._cdt(out.dtype),
                                           BLOCK=256)
     if res is not ov:
         I.copy_into(ov, res)

@@ -330,7 +330,7 @@ class _Pool:
         if x5.numel() == 0:
             raise RuntimeError("pooling: input has a zero-sized non-batch dimension")
         cd = I._cdt(x.dtype)
-        _pool_fwd_kernel[(triton.cdiv(total, _BLOCK),)](
+        _pool_fwd_kernel[(I.cdiv(total, _BLOCK),)](
             x5, o5, i5, total, x5.shape[1], *self.isz, *self.osz, *x5.stride(), *o5.stride(), *i5.stride(),
             *self.k, *self.s, *self.p, *self.dil, 0 if self.divisor is None else int(self.divisor),
             KIND=KIND[self.kind], COUNT_PAD=self.count_pad, HAS_DIV=self.divisor is not None,
@@ -348,7 +348,7 @@ class _Pool:
             nj = [(o + i - 1) // i + 1 for i, o in zip(self.isz, self.osz)]
         else:
             nj = [((k - 1) * d) // s + 1 for k, s, d in zip(self.k, self.s, self.dil)]
-        _pool_bwd_kernel[(triton.cdiv(total, _BLOCK),)](
+        _pool_bwd_kernel[(I.cdiv(total, _BLOCK),)](
             g5, i5, gi5, total, gi5.shape[1], *self.isz, *self.osz, *g5.stride(), *i5.stride(), *gi5.stride(),
             *self.k, *self.s, *self.p, *self.dil, *nj, 0 if self.divisor is None else int(self.divisor),
             KIND=KIND[self.kind], COUNT_PAD=self.count_pad, HAS_DIV=self.divisor is not None,
@@ -471,7 +471,7 @@ def _max_unpool(nsp):
         if o is not out:
             I.fill_into(o, 0)
         o3 = o.view(batch, ch, pout)
-        _unpool_kernel[(triton.cdiv(total, _BLOCK),)](x3, i3, o3, total, ch, pin, pout, *x3.stride(), *i3.stride(),
+        _unpool_kernel[(I.cdiv(total, _BLOCK),)](x3, i3, o3, total, ch, pin, pout, *x3.stride(), *i3.stride(),
                                                       o3.stride(0), o3.stride(1), BLOCK=_BLOCK)
         if o is not out:
             I.copy_into(out, o)
@@ -637,7 +637,7 @@ def _resample_launch(mode, nsp, src, dst, params, align, bwd):
     taps = [1] * (3 - nsp) + [_TAPS[mode]] * nsp
     p = [0] * (3 - nsp) + list(params)
     cd = I._cdt(src.dtype)
-    _resample_kernel[(triton.cdiv(total, _BLOCK),)](
+    _resample_kernel[(I.cdiv(total, _BLOCK),)](
         s5, d5, total, it.shape[1], *isz, *osz, *s5.stride(), *d5.stride(), *p,
         MODE=RESAMPLE[mode], ALIGN=bool(align), TD=taps[0], TH=taps[1], TW=taps[2], BWD=bwd,
         CDT=cd, ODT=I._odt(dst.dtype), BLOCK=_BLOCK)
@@ -803,7 +803,7 @@ def nll_loss2d_forward(self, target, weight, reduction, ignore_index, *, output=
     loss = I._empty((n, h, w_), dt if reduction == 0 else cd, dev)
     wsum = I._empty((n, h, w_), cd, dev)
     if total:
-        _nll_fwd_kernel[(triton.cdiv(total, _BLOCK),)](x3, t2, wt, loss, wsum, total, c, h * w_, *x3.stride(),
+        _nll_fwd_kernel[(I.cdiv(total, _BLOCK),)](x3, t2, wt, loss, wsum, total, c, h * w_, *x3.stride(),
                                                        *t2.stride(), int(ignore_index), HAS_W=weight is not None,
                                                        CDT=I._cdt(dt), ODT=I._odt(loss.dtype), BLOCK=_BLOCK)
     tw = _alloc(total_weight, (), dt, dev)
@@ -841,7 +841,7 @@ def nll_loss2d_backward(grad_output, self, target, weight, reduction, ignore_ind
     else:
         g2, gst = grad_output, (0, 0)
     wt = I._contig(weight) if weight is not None else gi3
-    _nll_bwd_kernel[(triton.cdiv(total, _BLOCK),)](g2, t2, wt, total_weight, gi3, total, c, h * w_, *gst,
+    _nll_bwd_kernel[(I.cdiv(total, _BLOCK),)](g2, t2, wt, total_weight, gi3, total, c, h * w_, *gst,
                                                    *t2.stride(), *gi3.stride(), int(ignore_index),
                                                    HAS_W=weight is not None, MEAN=reduction == 1,
                                                    CDT=I._cdt(self.dtype), ODT=I._odt(gi.dtype), BLOCK=_BLOCK)
@@ -910,7 +910,7 @@ def _ew_loss(op, self, target, reduction, param=0.0, weight=None, out=None):
     n = xb.numel()
     loss = I._empty(shape, dt if reduction == 0 else cd, self.device)
     if n:
-        _ew_loss_kernel[(triton.cdiv(n, _BLOCK),)](xb, yb, wb, xb, loss, n, 0, _f64_bits(param), 0, OP=LOSS[op],
+        _ew_loss_kernel[(I.cdiv(n, _BLOCK),)](xb, yb, wb, xb, loss, n, 0, _f64_bits(param), 0, OP=LOSS[op],
                                                    BWD=False, HAS_W=weight is not None, CDT=I._cdt(cd),
                                                    ODT=I._odt(loss.dtype), BLOCK=_BLOCK)
     if reduction == 0:
@@ -938,7 +938,7 @@ def _ew_loss_bwd(op, grad_output, self, target, reduction, param=0.0, weight=Non
     res = gi if gi.is_contiguous() else I._empty(shape, dt, self.device)
     norm = 1.0 / n if (reduction == 1 and n) else 1.0
     if n:
-        _ew_loss_kernel[(triton.cdiv(n, _BLOCK),)](xb, yb, wb, gb, res, n, gst, _f64_bits(param), _f64_bits(norm),
+        _ew_loss_kernel[(I.cdiv(n, _BLOCK),)](xb, yb, wb, gb, res, n, gst, _f64_bits(param), _f64_bits(norm),
                                                    OP=LOSS[op], BWD=True, HAS_W=weight is not None, CDT=I._cdt(cd),
                                                    ODT=I._odt(dt), BLOCK=_BLOCK)
     if res is not gi:
@@ -1145,7 +1145,7 @@ def im2col(self, kernel_size, dilation, padding, stride, *, out=None):
     o = out if self.dim() == 4 else out.unsqueeze(0)
     total = o.numel()
     if total:
-        _im2col_kernel[(triton.cdiv(total, _BLOCK),)](x, o, total, c, h, w, kh, kw, lh, lw, sh, sw, ph, pw, dh, dw,
+        _im2col_kernel[(I.cdiv(total, _BLOCK),)](x, o, total, c, h, w, kh, kw, lh, lw, sh, sw, ph, pw, dh, dw,
                                                       *x.stride(), *o.stride(), 0, COL2IM=False, CDT=I._cdt(self.dtype),
                                                       ODT=I._odt(self.dtype), BLOCK=_BLOCK)
     return out
@@ -1176,7 +1176,7 @@ def col2im(self, output_size, kernel_size, dilation, padding, stride, *, out=Non
     o = out if self.dim() == 3 else out.unsqueeze(0)
     total = o.numel()
     if total:
-        _im2col_kernel[(triton.cdiv(total, _BLOCK),)](x, o, total, c, oh, ow, kh, kw, lh, lw, sh, sw, ph, pw, dh, dw,
+        _im2col_kernel[(I.cdiv(total, _BLOCK),)](x, o, total, c, oh, ow, kh, kw, lh, lw, sh, sw, ph, pw, dh, dw,
                                                       *x.stride(), 0, *o.stride(), COL2IM=True, CDT=I._cdt(self.dtype),
                                                       ODT=I._odt(self.dtype), BLOCK=_BLOCK)
     return out
@@ -1388,8 +1388,8 @@ def _grid_sample_kernel(inp, grid, out, gin, ggrid, total, C, ID, IH, IW, OD, OH
 
 
 def _gs_blocks(c, total):
-    bc = min(triton.next_power_of_2(max(c, 1)), 32)
-    bp = max(16, min(triton.next_power_of_2(max(total, 1)), 4096 // bc))
+    bc = min(I.next_power_of_2(max(c, 1)), 32)
+    bp = max(16, min(I.next_power_of_2(max(total, 1)), 4096 // bc))
     return bp, bc
 
 
@@ -1426,7 +1426,7 @@ def _grid_sampler(nsp):
         total = n * osz[0] * osz[1] * osz[2]
         if total and c:
             bp, bc = _gs_blocks(c, total)
-            _grid_sample_kernel[(triton.cdiv(total, bp),)](
+            _grid_sample_kernel[(I.cdiv(total, bp),)](
                 x5, g5, o5, o5, o5, total, c, *x5.shape[2:], *osz, *x5.stride(), *g5.stride(), *o5.stride(),
                 *o5.stride(), *o5.stride(), MODE=int(interpolation_mode), PAD=int(padding_mode),
                 ALIGN=bool(align_corners), DIM3=nsp == 3, BWD=False, NEED_GIN=False, CDT=I._cdt(input.dtype),
@@ -1447,7 +1447,7 @@ def _grid_sampler(nsp):
         total = n * osz[0] * osz[1] * osz[2]
         if total and c:
             bp, bc = _gs_blocks(c, total)
-            _grid_sample_kernel[(triton.cdiv(total, bp),)](
+            _grid_sample_kernel[(I.cdiv(total, bp),)](
                 x5, g5, go5, acc, q5, total, c, *x5.shape[2:], *osz, *x5.stride(), *g5.stride(), *go5.stride(),
                 *acc.stride(), *q5.stride(), MODE=int(interpolation_mode), PAD=int(padding_mode),
                 ALIGN=bool(align_corners), DIM3=nsp == 3, BWD=True, NEED_GIN=need_gin, CDT=I._cdt(input.dtype),
@@ -1723,7 +1723,7 @@ def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, g
             wb = I._contig(weight, cd) if weight is not None else xb
             _gn_bwd_dx_kernel[(N * group,)](gb, xb, ds, dbs, mb, rb, wb, dx, C, HxW, group, d,
                                             HAS_W=weight is not None, ODT=I._odt(dt), BLOCK=_BLOCK,
-                                            BLOCK_D=max(triton.next_power_of_2(max(d, 1)), 2))
+                                            BLOCK_D=max(I.next_power_of_2(max(d, 1)), 2))
     wdt = weight.dtype if weight is not None else dt
     if output_mask[1]:
         # dw[c] = sum_n (ds[n, c] - db[n, c] * mean[n, g]) * rstd[n, g]
