@@ -18,8 +18,8 @@ import os
 
 import torch
 import triton
+from triton import knobs
 
-_INT32 = (-(1 << 31), (1 << 31) - 1)
 # Where Triton itself takes the device and stream of a launch (its CUDA driver asks torch).
 _current_device = torch.cuda.current_device
 _current_stream = torch._C._cuda_getCurrentRawStream if hasattr(torch._C, "_cuda_getCurrentRawStream") else None
@@ -30,12 +30,12 @@ _OPTIONS = ("num_warps", "num_stages", "num_ctas")
 
 def _arg_key(a):
     """What Triton specialises an argument on (runtime/jit.py, specialize_impl), or finer."""
+    kind = type(a)
+    if kind is int:  # the most common argument: sizes, strides, scalars by value
+        # "== 1" becomes a constant, "% 16 == 0" an alignment attribute; width by range.
+        return a == 1, (a & 15) == 0, -0x80000000 <= a <= 0x7FFFFFFF, a >= _UINT64_FROM
     if isinstance(a, torch.Tensor):
         return a.dtype, (a.data_ptr() & 15) == 0
-    kind = type(a)
-    if kind is int:
-        # "== 1" becomes a constant, "% 16 == 0" an alignment attribute; width by range.
-        return a == 1, (a & 15) == 0, _INT32[0] <= a <= _INT32[1], a >= _UINT64_FROM
     if kind is float or kind is bool or a is None:
         return kind
     return kind, a  # a constexpr-like value (tl.dtype, str): compared by value
@@ -64,12 +64,12 @@ class FastKernel:
         return lambda *args, **kwargs: self.run(grid, args, kwargs)
 
     def run(self, grid, args, kwargs):
-        from triton import knobs
-
         names = self._names
-        options = sum(1 for option in _OPTIONS if option in kwargs)
-        if len(args) + len(kwargs) - options != len(names) or callable(grid) or _hooked(knobs.runtime):
-            return self.fn[grid](*args, **kwargs)  # defaults, a grid function or a profiler's hooks
+        extra = len(args) + len(kwargs) - len(names)
+        if extra and extra != sum(1 for option in _OPTIONS if option in kwargs):
+            return self.fn[grid](*args, **kwargs)  # a default left out: Triton's own path
+        if callable(grid) or _hooked(knobs.runtime):
+            return self.fn[grid](*args, **kwargs)  # a grid function, a profiler's hooks
         device = _current_device()
         key = (device, tuple(map(_arg_key, args)), tuple(kwargs.items()))
         kernel = self._cache.get(key)
