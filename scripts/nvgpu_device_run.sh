@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the nvgpu backend on a CUDA machine, runs its generated suite, then the
 # benchmarks. Usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]
-# Stages: setup build test native triton bench npu (default: all but npu). Logs and results JSON land in OUTDIR.
+# Stages: setup build install test native triton bench npu (default: all but install and npu;
+# install is a plain build, for a run that needs the backend but not the build times). Logs and results JSON land in OUTDIR.
 set -u
 out=${1:?usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]}
 shift
@@ -35,6 +36,11 @@ if has build; then
     2>&1 | tee "$out/build.log"
   [ "${PIPESTATUS[0]}" = 0 ] || exit 1
   pack
+fi
+
+if has install; then
+  python3 -m torchfl_gen build specs/nvgpu.yaml 2>&1 | tail -3 | tee "$out/install.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || exit 1
 fi
 
 if has test; then
@@ -75,13 +81,18 @@ if has triton; then
 fi
 
 if has bench; then
-  {
-    timeout 260 python3 bench/resnet50.py --out "$out/resnet50.json"
-    timeout 120 python3 bench/triton_kernels.py --out "$out/triton_kernels.json"
-    timeout 90 python3 bench/op_overhead.py --pair nvgpu:cuda --out "$out/op_overhead-nvgpu.json"
-    timeout 60 python3 bench/allocator.py --chip nvgpu --native cuda --out "$out/allocator-nvgpu.json"
-    timeout 120 python3 bench/profile_op.py --chip nvgpu --calls 1000 --out "$out/profile-nvgpu.txt"
-  } 2>&1 | tee "$out/bench.log"
+  # BENCHES: which of them (default all); packed after each, so a run cut short keeps the rest.
+  for b in ${BENCHES:-resnet50 triton_kernels op_overhead allocator profile_op}; do
+    case $b in
+      resnet50) timeout 260 python3 bench/resnet50.py --out "$out/resnet50.json" ;;
+      triton_kernels) timeout 120 python3 bench/triton_kernels.py --out "$out/triton_kernels.json" ;;
+      op_overhead) timeout 90 python3 bench/op_overhead.py --pair nvgpu:cuda --out "$out/op_overhead-nvgpu.json" ;;
+      allocator) timeout 60 python3 bench/allocator.py --chip nvgpu --native cuda --out "$out/allocator-nvgpu.json" ;;
+      profile_op) timeout 120 python3 bench/profile_op.py --chip nvgpu --calls 1000 --out "$out/profile-nvgpu.txt" ;;
+      *) echo "unknown bench: $b" >&2; exit 2 ;;
+    esac 2>&1 | tee -a "$out/bench.log"
+    pack
+  done
 fi
 
 if has npu; then

@@ -201,6 +201,45 @@ def test_one_launch_per_call_and_cached_table(monkeypatch):
         torch.testing.assert_close(got, want)
 
 
+def test_rows_like_row_zero_skip_their_preparation(monkeypatch):
+    """A row with row 0's dtypes and layout reuses row 0's preparation (_foreach._Template);
+    any row that differs (aliasing, strides, dtype, a 0-dim lead) is prepared in full, and
+    every result matches aten's."""
+    from torch_fl.triton_ops import _foreach
+
+    prepared = []
+    row = _foreach._row
+    monkeypatch.setattr(_foreach, "_row", lambda *a, **k: (prepared.append(tuple(a[3].shape)), row(*a, **k))[1])
+    shapes = [(3, 5), (40000,), (1,), (2, 3, 4), (7,)]
+    a, b = _tensors(shapes=shapes), _tensors(seed=1, shapes=shapes)
+    check("_foreach_add_.List", [a, b], {"alpha": 0.5})
+    assert len(prepared) == 1  # row 0 only
+    prepared.clear()
+    check("_foreach_mul.Scalar", [a, 2.5])
+    check("_foreach_add.Tensor", [a, torch.tensor(0.75)], tensor_scalar_on_cpu=False)  # shared device 0-dim
+    check("_foreach_addcmul_.Scalar", [a, b, _tensors(seed=2, shapes=shapes), -0.5])
+    assert len(prepared) == 3
+    # aliasing in row 0 only: row 1 must not read row 0's aliasing
+    dev_a, dev_b = _to(a, DEVICE), _to(b, DEVICE)
+    dev_b[0] = dev_a[0]
+    ref = [x + y for x, y in zip([t.cpu() for t in dev_a], [t.cpu() for t in dev_b])]
+    tops.kernel_for("_foreach_add_.List")(dev_a, dev_b)
+    for got, want in zip(dev_a, ref):
+        _close(got, want)
+    # a row of another dtype, a transposed row, a row with a 0-dim lead: each prepared in full
+    prepared.clear()
+    mixed = _tensors(shapes=shapes)
+    mixed[1] = mixed[1].double()
+    mixed[3] = mixed[3].transpose(0, 2)
+    check("_foreach_mul_.Scalar", [mixed, 3.0])
+    assert prepared == [(3, 5), (40000,), (4, 3, 2)], prepared  # rows 0, 1 and 3
+    prepared.clear()
+    zero_dim = [torch.tensor(2.0), torch.tensor(3.0), torch.ones(4)]
+    check("_foreach_sub.List", [zero_dim, [torch.tensor(0.5), torch.tensor(1.5), torch.ones(4)]], {"alpha": 2})
+    check("_foreach_pow.ScalarAndTensor", [2.0, _tensors(lo=-1.0, hi=2.0, shapes=shapes)])
+    check("_foreach_add.List", [_tensors(I64, shapes=shapes), _tensors(F32, shapes=shapes)])  # promotion
+
+
 def _npu_ok():
     try:
         return torch.zeros(1).to("npu").device.type == "npu"

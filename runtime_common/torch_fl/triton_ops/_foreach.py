@@ -240,19 +240,111 @@ def _run(prep: Callable, rows, like, inplace: bool, function: str):
     table = _table_serves(device)
     groups: dict[tuple, list] = {}
     outs = []
-    for (pos, kw), lead in zip(rows, like):
-        out = _row(prep, pos, kw, lead, inplace, function, device, table, groups)
+    template = None
+    for index, ((pos, kw), lead) in enumerate(zip(rows, like)):
+        if template is not None:
+            out = template.row(pos, kw, lead, device)
+            if out is not None:
+                outs.append(out)
+                continue
+        out, group, dense = _row(prep, pos, kw, lead, inplace, function, device, table, groups)
+        if index == 0 and group is not None:
+            template = _Template.of(pos, kw, lead, out, group, dense, inplace)
         outs.append(out)
     if groups:
         _launch_groups(groups, device)
     return None if inplace else outs
 
 
+# How an argument of a row relates to row 0 (_Template).
+_SAME, _PER_ROW = 0, 1
+
+
+class _Template:
+    """Row 0 of a call, when it went to a table group: a later row whose arguments have
+    row 0's dtypes, each tensor contiguous and of its row's shape, and whose other
+    arguments are row 0's own objects (a shared scalar, alpha, a 0-dim tensor), has row
+    0's preparation (type promotion, op choice, operand kinds depend on nothing else), so
+    its table rows are written without preparing it again. A typical optimizer call's
+    rows all qualify: a few attribute reads per tensor instead of the whole preparation."""
+
+    __slots__ = ("group", "values", "kw_names", "classes", "dtypes", "same", "per_row", "slots",
+                 "per_row_slots", "out_dtype", "inplace", "lead_zero_dim")
+
+    @classmethod
+    def of(cls, pos, kw, lead, out, group, dense, inplace):
+        values = (*pos, *kw.values())
+        self = cls()
+        self.group, self.values, self.inplace = group, values, inplace
+        self.kw_names = (len(pos), tuple(kw))
+        self.out_dtype = out.dtype
+        self.lead_zero_dim = lead.dim() == 0
+        self.classes, self.dtypes = [], []
+        for v in values:
+            row_tensor = isinstance(v, torch.Tensor) and (v is lead or (v.dim() and v.shape == lead.shape))
+            if not row_tensor and isinstance(v, torch.Tensor) and v.dim():
+                return None  # a shared tensor broadcast over rows of other shapes: not row 0's layout
+            self.classes.append(_PER_ROW if row_tensor else _SAME)
+            self.dtypes.append(v.dtype if row_tensor else None)
+        if inplace and not any(v is lead for v in values):
+            return None
+        self.same = [j for j, kind in enumerate(self.classes) if kind == _SAME]
+        self.per_row = [(j, dtype) for j, (kind, dtype) in enumerate(zip(self.classes, self.dtypes)) if kind == _PER_ROW]
+        # Row 0's table slots; one holding a per-row tensor's address is refilled from the
+        # argument that is (the same object as) that operand in each later row.
+        ptrs, imms, kinds = dense
+        self.slots = [p.data_ptr() if k <= 1 else imm for p, imm, k in zip(ptrs, imms, kinds)]
+        self.slots += [0] * (4 - len(self.slots))
+        self.per_row_slots = []
+        for k, (p, kind) in enumerate(zip(ptrs, kinds)):
+            if kind > 1:
+                continue  # an immediate: from a shared argument, the same in every row
+            where = [j for j, v in enumerate(values) if v is p]
+            if len(where) != 1:
+                # None: an operand the preparation made, only a full preparation remakes it;
+                # several: row 0 passes one tensor twice, which later rows need not do
+                return None
+            if self.classes[where[0]] == _PER_ROW:
+                self.per_row_slots.append((k, where[0]))
+        return self
+
+    def row(self, pos, kw, lead, device):
+        """This row's output with its table rows added, or None: prepare it in full."""
+        values = (*pos, *kw.values())
+        if (len(pos), tuple(kw)) != self.kw_names or (lead.dim() == 0) != self.lead_zero_dim:
+            return None
+        for j in self.same:
+            if values[j] is not self.values[j]:
+                return None
+        shape = lead.shape
+        for j, dtype in self.per_row:
+            v = values[j]
+            if (type(v) is not torch.Tensor and not isinstance(v, torch.Tensor)) or v.dtype != dtype \
+                    or v.shape != shape or not v.is_contiguous() or v.device != device:
+                return None
+        if self.inplace:
+            out = lead  # one of the per-row tensors checked above (_run's rows pass it)
+        else:
+            out = I._empty(shape, self.out_dtype, device)
+        slots = self.slots[:]
+        for k, j in self.per_row_slots:
+            slots[k] = values[j].data_ptr()
+        base = out.data_ptr()
+        n = out.numel()
+        if n <= _CHUNK:
+            self.group += (base, *slots, 0, n, 0) if n else ()
+        else:
+            for start in range(0, n, _CHUNK):
+                self.group += (base, *slots, start, min(start + _CHUNK, n), 0)
+        return out
+
+
 def _row(prep, pos, kw, lead, inplace, function, device, table, groups):
-    """One tensor of a foreach call: its output, computed now or added to a table group."""
+    """One tensor of a foreach call: its output (computed now or added to a table group),
+    the group's list and the row's operands (_dense_operands), or None for both."""
     tensors = [a for a in (*pos, *kw.values()) if isinstance(a, torch.Tensor)]
     if any(t.device != device and not (t.dim() == 0 and t.device.type == "cpu") for t in tensors):
-        return _torch_call(function, pos, kw, inplace)  # another device: the op's own dispatch
+        return _torch_call(function, pos, kw, inplace), None, None  # another device: the op's own dispatch
     try:
         op, operands, rdt, cdt, *params = prep(*pos, **kw)
         params = tuple(params[0]) if params else ()
@@ -268,7 +360,7 @@ def _row(prep, pos, kw, lead, inplace, function, device, table, groups):
             out = I._empty(shape, rdt, device)
         if op in I._FILLS:
             I.fill_into(out, I._FILLS[op])
-            return out
+            return out, None, None
         dense = I._dense_operands(out, operands) if table and out.numel() else None
         if dense is not None and out.dtype in _POINTER_DTYPES and all(
                 k > 1 or p.dtype in _POINTER_DTYPES for p, k in zip(dense[0], dense[2])):
@@ -276,11 +368,11 @@ def _row(prep, pos, kw, lead, inplace, function, device, table, groups):
             dtypes = tuple(I._odt(p.dtype) if k <= 1 else 0 for p, k in zip(dense[0], kinds))
             group = groups.setdefault((op, cdt, I._odt(out.dtype), kinds, dtypes, params), [])
             _add_rows(group, out, dense)
-        else:
-            I.launch_pointwise(op, out, operands, cdt, params)
-        return out
+            return out, group, dense
+        I.launch_pointwise(op, out, operands, cdt, params)
+        return out, None, None
     except Unsupported:
-        return _torch_call(function, pos, kw, inplace)
+        return _torch_call(function, pos, kw, inplace), None, None
 
 
 def _torch_call(function: str, pos, kw, inplace: bool):
