@@ -41,15 +41,24 @@ def _env(record: dict) -> str:
 
 
 def resnet(r: dict) -> list[str]:
-    out = [f"| precision | {r['chip']} median step (ms) | {r['native']} median step (ms) | ratio | target ≤ 1.02 |",
-           "|---|---|---|---|---|"]
+    chip, native = r["chip"], r["native"]
+    host = any("host_ms" in v for v in r["results"].values())
+    out = [f"| precision | {chip} median step (ms) | {native} median step (ms) | ratio | target ≤ 1.02 |"
+           + (f" {chip} host (ms) | {native} host (ms) |" if host else ""),
+           "|---|---|---|---|---|" + ("---|---|" if host else "")]
     for precision, v in r["results"].items():
         m = v["median_step_s"]
-        out.append(f"| {precision} | {_fmt(m[r['chip']] * 1e3)} | {_fmt(m[r['native']] * 1e3)} | "
-                   f"{v['ratio']:.2f} | {_met(v['ratio'] <= 1.02)} |")
+        row = (f"| {precision} | {_fmt(m[chip] * 1e3)} | {_fmt(m[native] * 1e3)} | "
+               f"{v['ratio']:.2f} | {_met(v['ratio'] <= 1.02)} |")
+        if host:
+            h = v.get("host_ms", {})
+            row += "".join(f" {_fmt(h[d]) if d in h else '–'} |" for d in (chip, native))
+        out.append(row)
     out.append("")
     out.append(f"Batch {r['batch']}, {r['blocks']} alternating blocks of {r['steps_per_block']} timed steps per "
-               "device (one worker process per device, see `bench/resnet50.py`).")
+               "device (one worker process per device, see `bench/resnet50.py`)."
+               + (" Host: the median time to queue a step (its last op issued), the rest of the step is the "
+                  "device finishing; a step whose host time nears its step time is host-bound." if host else ""))
     return out
 
 

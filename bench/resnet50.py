@@ -57,13 +57,30 @@ def worker(args) -> None:
     step = make_step(model, args.worker, args.batch, args.precision[0], args.channels_last)
     for _ in range(args.warmup):  # cuDNN autotuning, Triton compiles, allocator caches
         _common.timed(step, args.worker)
-    if args.worker != "cuda":
+    if args.explain:
         _explain(step, args.worker)
-    print("ready", flush=True)
+    print("ready " + json.dumps(_host_share(step, args.worker)), flush=True)
     for line in sys.stdin:
         count = int(line)
         times = [_common.timed(step, args.worker) for _ in range(count)]
         print(json.dumps(times), flush=True)
+
+
+def _host_share(step, device: str, steps: int = 5) -> dict:
+    """Median host time of a step (until its last op is queued) against its whole time
+    (until the device is done): a step whose host time nears its whole time is host-bound."""
+    import time
+
+    host, whole = [], []
+    for _ in range(steps):
+        _common.synchronize(device)
+        start = time.perf_counter()
+        step()
+        queued = time.perf_counter()
+        _common.synchronize(device)
+        host.append(queued - start)
+        whole.append(time.perf_counter() - start)
+    return {"host_ms": _common.median(host) * 1e3, "step_ms": _common.median(whole) * 1e3}
 
 
 def _explain(step, chip: str) -> None:
@@ -84,6 +101,10 @@ def _explain(step, chip: str) -> None:
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         _common.timed(step, chip)
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15), file=sys.stderr)
+    if torch.cuda.is_available():  # the chip's kernels run on a CUDA GPU (nvgpu): their GPU time
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            _common.timed(step, chip)
+        print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=15), file=sys.stderr)
 
 
 def run(args) -> dict:
@@ -105,12 +126,16 @@ def run(args) -> dict:
             if device == args.native:
                 env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
             cmd = [sys.executable, __file__, "--worker", device, "--precision", precision, "--batch", str(args.batch),
-                   "--warmup", str(args.warmup)] + (["--channels-last"] if args.channels_last else [])
+                   "--warmup", str(args.warmup)] + (["--channels-last"] if args.channels_last else []) \
+                + (["--explain"] if device == args.chip else [])
             workers[device] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         try:
+            share = {}
             for device, proc in workers.items():
-                if proc.stdout.readline().strip() != "ready":
+                word, _, facts = proc.stdout.readline().strip().partition(" ")
+                if word != "ready":
                     raise SystemExit(f"bench/resnet50.py: the {device} worker failed (its error is above)")
+                share[device] = json.loads(facts)
             times = {d: [] for d in workers}
             for _ in range(args.blocks):
                 for device, proc in workers.items():
@@ -124,12 +149,16 @@ def run(args) -> dict:
         med = {d: _common.median(t) for d, t in times.items()}
         ratio = med[args.chip] / med[args.native]
         results[precision] = {"median_step_s": med, "ratio": ratio, "steps_per_device": len(times[args.chip]),
-                              "target_ratio": 1.02}
-        rows.append([precision, med[args.chip] * 1e3, med[args.native] * 1e3, ratio, "yes" if ratio <= 1.02 else "no"])
+                              "target_ratio": 1.02,
+                              "host_ms": {d: share[d]["host_ms"] for d in share},  # queueing a step (_host_share)
+                              }
+        rows.append([precision, med[args.chip] * 1e3, med[args.native] * 1e3, ratio, "yes" if ratio <= 1.02 else "no",
+                     share[args.chip]["host_ms"], share[args.native]["host_ms"]])
     record = {"chip": args.chip, "native": args.native, "batch": args.batch, "blocks": args.blocks,
               "steps_per_block": args.steps, "channels_last": args.channels_last, "results": results}
     _common.emit("resnet50_train_step", record, rows,
-                 ["precision", f"{args.chip} ms", f"{args.native} ms", "ratio", "<= 1.02"], args.out)
+                 ["precision", f"{args.chip} ms", f"{args.native} ms", "ratio", "<= 1.02",
+                  f"{args.chip} host ms", f"{args.native} host ms"], args.out)
     return record
 
 
@@ -144,6 +173,7 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=5, help="timed steps per block and device")
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--explain", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         return worker(args)
