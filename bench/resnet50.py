@@ -57,8 +57,7 @@ def worker(args) -> None:
     step = make_step(model, args.worker, args.batch, args.precision[0], args.channels_last)
     for _ in range(args.warmup):  # cuDNN autotuning, Triton compiles, allocator caches
         _common.timed(step, args.worker)
-    if args.explain:
-        _explain(step, args.worker)
+    _explain(step, args.worker, chip=args.explain)
     print("ready " + json.dumps(_host_share(step, args.worker)), flush=True)
     for line in sys.stdin:
         count = int(line)
@@ -83,27 +82,31 @@ def _host_share(step, device: str, steps: int = 5) -> dict:
     return {"host_ms": _common.median(host) * 1e3, "step_ms": _common.median(whole) * 1e3}
 
 
-def _explain(step, chip: str) -> None:
-    """Where a chip step's time goes, on stderr: the calls per path of one step, and
-    the ops with the most host time (torch.profiler)."""
+def _explain(step, device: str, chip: bool) -> None:
+    """Where a step's time goes, on stderr: the ops with the most host time (torch.profiler,
+    both devices, to compare), and for the chip the calls per path of one step and, on a
+    CUDA GPU, its kernels by GPU time."""
     import importlib
 
     import torch
 
-    backend = importlib.import_module(f"torch_fl_{chip}")._C
-    backend.reset_fallback_stats()
-    _common.timed(step, chip)
-    paths: dict[str, int] = {}
-    for op, by_path in backend.fallback_stats().items():
-        for path, calls in by_path.items():
-            paths[path] = paths.get(path, 0) + calls
-    print(f"# {chip}: calls per path in one step: {paths}", file=sys.stderr)
+    if chip:
+        backend = importlib.import_module(f"torch_fl_{device}")._C
+        backend.reset_fallback_stats()
+        _common.timed(step, device)
+        paths: dict[str, int] = {}
+        for op, by_path in backend.fallback_stats().items():
+            for path, calls in by_path.items():
+                paths[path] = paths.get(path, 0) + calls
+        print(f"# {device}: calls per path in one step: {paths}", file=sys.stderr)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        _common.timed(step, chip)
+        _common.timed(step, device)
+    print(f"# {device}: host time by op (one step)", file=sys.stderr)
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15), file=sys.stderr)
-    if torch.cuda.is_available():  # the chip's kernels run on a CUDA GPU (nvgpu): their GPU time
+    if chip and torch.cuda.is_available():  # the chip's kernels run on a CUDA GPU (nvgpu)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            _common.timed(step, chip)
+            _common.timed(step, device)
+        print(f"# {device}: GPU time by kernel (one step)", file=sys.stderr)
         print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=15), file=sys.stderr)
 
 
