@@ -8,6 +8,9 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <mutex>
+#include <unordered_map>
+
 namespace nvgpu::ops {
 
 namespace {
@@ -120,13 +123,61 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
                                        dilation, transposed, output_padding, groups, output_mask));
 }
 
+namespace {
+
+// cuDNN batch norm, as torch.cuda picks it (`_batch_norm_impl_index` chooses by
+// `input.is_cuda()`, so the chip's own `native_batch_norm` would otherwise get ATen's
+// native CUDA kernels: 16 of ResNet-50's 37 ms of GPU time, bench/ANALYSIS.md). cuDNN's
+// backward needs the forward's reserve space, which native_batch_norm's three outputs
+// cannot carry: the forward keeps it here, keyed by the address of the saved mean it
+// returns, and the backward given that saved mean takes it. Saved means whose storage
+// died (a forward without backward, e.g. under no_grad) are dropped on a later insert;
+// a backward that finds nothing runs ATen's native backward, which takes cuDNN's saved
+// mean and inverse standard deviation as its own (the same quantities).
+struct CudnnForward {
+  c10::weak_intrusive_ptr<c10::StorageImpl> mean;  // identifies the forward
+  Tensor reserve;
+};
+std::mutex cudnn_forwards_mutex;
+std::unordered_map<const void*, CudnnForward> cudnn_forwards;
+
+void remember_cudnn_forward(const Tensor& save_mean, const Tensor& reserve) {
+  std::lock_guard<std::mutex> lock(cudnn_forwards_mutex);
+  if (cudnn_forwards.size() >= 256) {
+    for (auto it = cudnn_forwards.begin(); it != cudnn_forwards.end();) {
+      it = it->second.mean.expired() ? cudnn_forwards.erase(it) : std::next(it);
+    }
+  }
+  cudnn_forwards.insert_or_assign(save_mean.data_ptr(),
+                                  CudnnForward{save_mean.storage().getWeakStorageImpl(), reserve});
+}
+
+std::optional<Tensor> take_cudnn_reserve(const Tensor& save_mean) {
+  std::lock_guard<std::mutex> lock(cudnn_forwards_mutex);
+  auto it = cudnn_forwards.find(save_mean.data_ptr());
+  if (it == cudnn_forwards.end()) return std::nullopt;
+  auto alive = it->second.mean.lock();
+  Tensor reserve = std::move(it->second.reserve);
+  cudnn_forwards.erase(it);
+  // The entry is this forward's only while its saved mean's storage is the one kept alive
+  // by `save_mean` (chip() adopted it), not a later allocation at the same address.
+  if (!alive || alive->data() != save_mean.storage().data()) return std::nullopt;
+  return reserve;
+}
+
+}  // namespace
+
 std::tuple<Tensor, Tensor, Tensor> batch_norm(
     cudaStream_t stream, const Tensor& input, const std::optional<Tensor>& weight,
     const std::optional<Tensor>& bias, const std::optional<Tensor>& running_mean,
     const std::optional<Tensor>& running_var, bool training, double momentum, double eps) {
   OnChipStream on(stream);
-  return chip(at::native_batch_norm(cuda(input), cuda(weight), cuda(bias), cuda(running_mean), cuda(running_var),
-                                    training, momentum, eps));
+  auto [out, save_mean, save_invstd, reserve, backend] =
+      at::_batch_norm_impl_index(cuda(input), cuda(weight), cuda(bias), cuda(running_mean), cuda(running_var),
+                                 training, momentum, eps, at::globalContext().userEnabledCuDNN());
+  constexpr int64_t kCudnn = 1;  // _batch_norm_impl_index's backend index
+  if (backend == kCudnn && training && save_mean.numel() > 0) remember_cudnn_forward(save_mean, reserve);
+  return chip(std::make_tuple(out, save_mean, save_invstd));
 }
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
@@ -136,6 +187,21 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
     const std::optional<Tensor>& save_invstd, bool train, double eps,
     std::array<bool, 3> output_mask) {
   OnChipStream on(stream);
+  std::optional<Tensor> reserve;
+  if (train && weight.has_value() && weight->defined() && save_mean.has_value() && save_mean->defined() &&
+      save_mean->numel() > 0) {
+    reserve = take_cudnn_reserve(*save_mean);
+  }
+  if (reserve.has_value()) {
+    auto grads = at::cudnn_batch_norm_backward(cuda(input), cuda(grad_out), cuda(*weight), cuda(running_mean),
+                                               cuda(running_var), cuda(save_mean), cuda(save_invstd), eps,
+                                               *reserve);
+    // cuDNN computes all three; the op returns only those asked for.
+    if (!output_mask[0]) std::get<0>(grads) = Tensor();
+    if (!output_mask[1]) std::get<1>(grads) = Tensor();
+    if (!output_mask[2]) std::get<2>(grads) = Tensor();
+    return chip(grads);
+  }
   return chip(at::native_batch_norm_backward(cuda(grad_out), cuda(input), cuda(weight), cuda(running_mean),
                                              cuda(running_var), cuda(save_mean), cuda(save_invstd), train, eps,
                                              output_mask));
