@@ -46,10 +46,13 @@ def resnet(r: dict) -> list[str]:
     out = [f"| precision | {chip} median step (ms) | {native} median step (ms) | ratio | target ≤ 1.02 |"
            + (f" {chip} host (ms) | {native} host (ms) |" if host else ""),
            "|---|---|---|---|---|" + ("---|---|" if host else "")]
+    spread = []
     for precision, v in r["results"].items():
         m = v["median_step_s"]
         row = (f"| {precision} | {_fmt(m[chip] * 1e3)} | {_fmt(m[native] * 1e3)} | "
                f"{v['ratio']:.2f} | {_met(v['ratio'] <= 1.02)} |")
+        if "block_ratios" in v:
+            spread.append(f"{precision} {min(v['block_ratios']):.2f}–{max(v['block_ratios']):.2f}")
         if host:
             h = v.get("host_ms", {})
             row += "".join(f" {_fmt(h[d]) if d in h else '–'} |" for d in (chip, native))
@@ -58,7 +61,8 @@ def resnet(r: dict) -> list[str]:
     out.append(f"Batch {r['batch']}, {r['blocks']} alternating blocks of {r['steps_per_block']} timed steps per "
                "device (one worker process per device, see `bench/resnet50.py`)."
                + (" Host: the median time to queue a step (its last op issued), the rest of the step is the "
-                  "device finishing; a step whose host time nears its step time is host-bound." if host else ""))
+                  "device finishing; a step whose host time nears its step time is host-bound." if host else "")
+               + (f" Ratio per block (min–max): {', '.join(spread)}." if spread else ""))
     return out
 
 

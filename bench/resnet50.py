@@ -151,8 +151,12 @@ def run(args) -> dict:
                 proc.wait()
         med = {d: _common.median(t) for d, t in times.items()}
         ratio = med[args.chip] / med[args.native]
+        # The ratio of each block's medians: its spread shows how steady the machine was.
+        per_block = [_common.median(times[args.chip][b * args.steps:(b + 1) * args.steps])
+                     / _common.median(times[args.native][b * args.steps:(b + 1) * args.steps])
+                     for b in range(args.blocks)]
         results[precision] = {"median_step_s": med, "ratio": ratio, "steps_per_device": len(times[args.chip]),
-                              "target_ratio": 1.02,
+                              "target_ratio": 1.02, "block_ratios": per_block,
                               "host_ms": {d: share[d]["host_ms"] for d in share},  # queueing a step (_host_share)
                               }
         rows.append([precision, med[args.chip] * 1e3, med[args.native] * 1e3, ratio, "yes" if ratio <= 1.02 else "no",
