@@ -169,6 +169,29 @@ def test_errors_name_the_lists():
         tops.kernel_for("_foreach_neg")([])
     with pytest.raises(RuntimeError, match="scalar tensor expected to be 0 dim"):
         tops.kernel_for("_foreach_mul.Tensor")(_tensors(), torch.ones(2))
+    with pytest.raises(RuntimeError, match="scalar tensor expected to be 0 dim but it has 1 dimensions"):
+        tops.kernel_for("_foreach_mul.Tensor")(_tensors(), torch.ones(1))  # aten refuses (1,) too
+
+
+def _aliased(device):
+    """A list whose row 1 is a strided view (the per-tensor launch) and reads row 0's
+    output through the second list."""
+    self = [torch.zeros(4, device=device), torch.zeros(4, 2, device=device)[:, 0]]
+    return self, [torch.ones(4, device=device), self[0]]
+
+
+@pytest.mark.parametrize("name", ["_foreach_add_.List", "_foreach_copy_"])
+def test_rows_run_in_order_when_lists_alias(name):
+    """Rows of one call take effect in list order, as aten's loop does: a row computed on
+    the spot (strided, another device, a torch call) first launches the table rows before
+    it, so reading an earlier row's output sees it written."""
+    ref_self, ref_other = _aliased("cpu")
+    _aten(name)(ref_self, ref_other)
+    self, other = _aliased(DEVICE)
+    tops.kernel_for(name)(self, other)
+    assert ref_self[1].tolist() == [1.0] * 4  # aten's: row 1 sees row 0 written
+    for got, want in zip(self, ref_self):
+        _close(got, want)
 
 
 @pytest.mark.skipif(DEVICE != "cpu", reason="counts the launches of the interpreter run")

@@ -197,7 +197,7 @@ def _rows(name: str, overload: str | None, args, kwargs):
     if overload == "ScalarList":
         _check_lengths(self, other)
         return self, [((self[i], other[i]), extra) for i in range(n)]
-    if overload == "Tensor" and (other.dim() != 0 and other.numel() != 1):
+    if overload == "Tensor" and other.dim() != 0:
         raise RuntimeError(f"scalar tensor expected to be 0 dim but it has {other.dim()} dimensions "
                            f"and {other.numel()} elements.")
     return self, [((self[i], other), extra) for i in range(n)]
@@ -210,7 +210,11 @@ def _table_serves(device: torch.device) -> bool:
 
 
 def _launch_groups(groups: dict, device: torch.device) -> None:
+    """Launch every group's pending rows and empty its list in place (a _Template keeps
+    appending to the list it holds)."""
     for (op, cdt, odt, kinds, dtypes, params), tensors in groups.items():
+        if not tensors:
+            continue
         key = (device, tuple(tensors))
         cached = _TABLE_CACHE.get(key)
         if cached is None:
@@ -226,6 +230,7 @@ def _launch_groups(groups: dict, device: torch.device) -> None:
         foreach_pointwise_kernel[(rows,)](
             table, *bits, OP=K.OP_ID[op], NIN=nin, CDT=cdt, ODT=odt, DA=dtypes[0], DB=dtypes[1], DC=dtypes[2],
             DD=dtypes[3], KA=kinds[0], KB=kinds[1], KC=kinds[2], KD=kinds[3], BLOCK=_BLOCK)
+        del tensors[:]
 
 
 # A group lists _TENSOR ints per tensor: output address, four operand slots, element count.
@@ -361,6 +366,7 @@ def _row(prep, pos, kw, lead, inplace, function, device, table, groups):
     the group's list and the row's operands (_dense_operands), or None for both."""
     tensors = [a for a in (*pos, *kw.values()) if isinstance(a, torch.Tensor)]
     if any(t.device != device and not (t.dim() == 0 and t.device.type == "cpu") for t in tensors):
+        _launch_groups(groups, device)
         return _torch_call(function, pos, kw, inplace), None, None  # another device: the op's own dispatch
     try:
         op, operands, rdt, cdt, *params = prep(*pos, **kw)
@@ -376,6 +382,7 @@ def _row(prep, pos, kw, lead, inplace, function, device, table, groups):
         else:
             out = I._empty(shape, rdt, device)
         if op in I._FILLS:
+            _launch_groups(groups, device)
             I.fill_into(out, I._FILLS[op])
             return out, None, None
         dense = I._dense_operands(out, operands) if table and out.numel() else None
@@ -386,9 +393,11 @@ def _row(prep, pos, kw, lead, inplace, function, device, table, groups):
             group = groups.setdefault((op, cdt, I._odt(out.dtype), kinds, dtypes, params), [])
             _add_rows(group, out, dense)
             return out, group, dense
+        _launch_groups(groups, device)
         I.launch_pointwise(op, out, operands, cdt, params)
         return out, None, None
     except Unsupported:
+        _launch_groups(groups, device)
         return _torch_call(function, pos, kw, inplace), None, None
 
 
