@@ -143,7 +143,7 @@ std::unordered_map<const void*, CudnnForward> cudnn_forwards;
 
 void remember_cudnn_forward(const Tensor& save_mean, const Tensor& reserve) {
   std::lock_guard<std::mutex> lock(cudnn_forwards_mutex);
-  if (cudnn_forwards.size() >= 256) {
+  if (cudnn_forwards.size() >= 64) {  // a few dozen layers' forwards await their backward
     for (auto it = cudnn_forwards.begin(); it != cudnn_forwards.end();) {
       it = it->second.mean.expired() ? cudnn_forwards.erase(it) : std::next(it);
     }
@@ -193,9 +193,13 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
     reserve = take_cudnn_reserve(*save_mean);
   }
   if (reserve.has_value()) {
-    auto grads = at::cudnn_batch_norm_backward(cuda(input), cuda(grad_out), cuda(*weight), cuda(running_mean),
-                                               cuda(running_var), cuda(save_mean), cuda(save_invstd), eps,
-                                               *reserve);
+    // cuDNN checks its input and weight are dense (ATen's own caller makes them so; the
+    // autograd-saved input here may be a strided view); it densifies grad_out itself.
+    Tensor in = cuda(input);
+    in = in.contiguous(in.suggest_memory_format());
+    auto grads = at::cudnn_batch_norm_backward(in, cuda(grad_out), cuda(*weight).contiguous(),
+                                               cuda(running_mean), cuda(running_var), cuda(save_mean),
+                                               cuda(save_invstd), eps, *reserve);
     // cuDNN computes all three; the op returns only those asked for.
     if (!output_mask[0]) std::get<0>(grads) = Tensor();
     if (!output_mask[1]) std::get<1>(grads) = Tensor();
