@@ -52,6 +52,22 @@ def chip_available(name: str) -> bool:
         return False
 
 
+def triton_route(chip: str) -> dict:
+    """How the chip's Triton ops ran so far in this process: the backend's status line and
+    the pointwise calls replayed from C++ against those sent to the Python kernel
+    (torch_fl._triton_fast; TORCHFL_TRITON_CPP_LAUNCH=0 turns the replay off)."""
+    import importlib
+
+    try:
+        backend = importlib.import_module(f"torch_fl_{chip}")
+    except ImportError:
+        return {}
+    stats = backend._C._fast_triton_stats() if hasattr(backend._C, "_fast_triton_stats") else {}
+    return {"status": getattr(backend, "triton_status", None),
+            "replayed_in_cpp": sum(s["replayed"] for s in stats.values()),
+            "to_python": sum(s["to_python"] for s in stats.values())}
+
+
 def synchronize(device: str) -> None:
     import torch
 

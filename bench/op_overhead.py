@@ -80,8 +80,9 @@ def main(argv=None):
             rows.append([f"{chip} vs {native}", name, times[chip], times[native], ratio])
     if not results:
         sys.exit("bench/op_overhead.py: no pair could run (no generated backend installed?)")
+    routes = {chip: _common.triton_route(chip) for chip, _ in pairs if f"{chip}:{_}" in results}
     _common.emit("op_overhead", {"calls": args.calls, "repeats": args.repeats, "results": results,
-                                 "target_ratio": 1.1}, rows,
+                                 "target_ratio": 1.1, "triton_route": routes}, rows,
                  ["pair", "op", "chip us/call", "native us/call", "ratio"], args.out)
 
 

@@ -162,7 +162,8 @@ def run(args) -> dict:
         rows.append([precision, med[args.chip] * 1e3, med[args.native] * 1e3, ratio, "yes" if ratio <= 1.02 else "no",
                      share[args.chip]["host_ms"], share[args.native]["host_ms"]])
     record = {"chip": args.chip, "native": args.native, "batch": args.batch, "blocks": args.blocks,
-              "steps_per_block": args.steps, "channels_last": args.channels_last, "results": results}
+              "steps_per_block": args.steps, "channels_last": args.channels_last, "results": results,
+              "triton_route": _common.triton_route(args.chip)}
     _common.emit("resnet50_train_step", record, rows,
                  ["precision", f"{args.chip} ms", f"{args.native} ms", "ratio", "<= 1.02",
                   f"{args.chip} host ms", f"{args.native} host ms"], args.out)

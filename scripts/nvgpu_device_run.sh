@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds the nvgpu backend on a CUDA machine, runs its generated suite, then the
 # benchmarks. Usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]
-# Stages: setup build install test native triton bench npu (default: all but install and npu;
+# Stages: setup build install test fast native triton bench npu (default: all but install and npu;
 # install is a plain build, for a run that needs the backend but not the build times). Logs and results JSON land in OUTDIR.
 set -u
 out=${1:?usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]}
 shift
-stages=${*:-setup build test native triton bench}
+stages=${*:-setup build test fast native triton bench}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 has() { [[ " $stages " == *" $1 "* ]]; }
@@ -48,6 +48,14 @@ if has test; then
   # The device machine lends one GPU: the two-device test is reported skipped there.
   TORCHFL_TEST_ONE_DEVICE=1 timeout "${TEST_TIMEOUT:-300}" python3 -X faulthandler -m pytest generated/nvgpu/tests -q -p no:cacheprovider -rf \
     ${PYTEST_ARGS:-} 2>&1 | tee "$out/tests.log"
+  pack
+fi
+
+if has fast; then
+  # Pointwise Triton launches replayed from C++ (torch_fl/_triton_fast.py) against the
+  # Python launch and native CUDA; the simulated-NPU tests of that file run in CI.
+  timeout "${FAST_TIMEOUT:-300}" python3 -m pytest --noconftest tests/test_triton_fast.py -k "not npu" -q \
+    -p no:cacheprovider -rfs 2>&1 | tee "$out/fast.log"
   pack
 fi
 

@@ -9,15 +9,18 @@ log = logging.getLogger("torch_fl")
 
 
 def enable(chip: str, ops: Iterable[str], note_path: Callable[[str, str], None], mode: str,
-           next_step: Callable | None = None, native_stream: Callable[[], int] | None = None):
+           next_step: Callable | None = None, native_stream: Callable[[], int] | None = None,
+           backend=None):
     """Route `ops` to Triton at the chip's PrivateUse1 key; returns the torch.library
-    handle (keep it alive) or None with the reason logged when Triton is unavailable.
+    handles (keep them alive) or None with the reason logged when Triton is unavailable.
 
     `next_step(name, overload, *args, **kwargs)` runs a call whose kernel declined its
     inputs (`triton_ops.Unsupported`) through the rest of the op's chain.
     `native_stream()` is the driver handle of the chip's current stream: in compile mode
     each kernel is launched on it (the chip's driver is then the GPU runtime Triton
-    targets, e.g. the CUDA runtime for `nvgpu`)."""
+    targets, e.g. the CUDA runtime for `nvgpu`). `backend`, the chip's extension module:
+    in compile mode its C++ kernel fronts the pointwise ops and replays their launches
+    (torch_fl._triton_fast)."""
     if mode == "interpret":
         # The chip is not a Triton target (e.g. a simulated device): run the
         # kernels in Triton's interpreter, which must be chosen before import.
@@ -35,13 +38,24 @@ def enable(chip: str, ops: Iterable[str], note_path: Callable[[str, str], None],
 
     library = torch.library.Library("aten", "IMPL")
     on_stream = _on_chip_stream(native_stream) if mode == "compile" and native_stream else None
-    for op in ops:
+
+    def kernel_of(op: str) -> Callable:
         kernel = triton_ops.kernel_for(op)
         if on_stream is not None:
             kernel = on_stream(kernel)
-        library.impl(op, _counted(op, kernel, note_path, next_step), "PrivateUse1")
+        return _counted(op, kernel, note_path, next_step)
+
+    fronted, mirrors, why_not = set(), [], "interpreted"
+    if mode == "compile" and backend is not None:
+        from . import _triton_fast
+
+        fronted, mirrors, why_not = _triton_fast.front(chip, ops, backend, kernel_of)
+    for op in ops:
+        if op not in fronted:
+            library.impl(op, kernel_of(op), "PrivateUse1")
     log.debug("torch_fl: %s: %d op(s) routed to the Triton kernels (%s mode)", chip, len(ops), mode)
-    return library, f"{len(ops)} op(s) on Triton ({mode})"
+    launched = f"{len(fronted)} launched from C++" if fronted else f"none launched from C++: {why_not}"
+    return [library, *mirrors], f"{len(ops)} op(s) on Triton ({mode}; {launched})"
 
 
 def _counted(op: str, kernel: Callable, note_path: Callable[[str, str], None],

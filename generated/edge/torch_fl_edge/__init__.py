@@ -95,7 +95,7 @@ def _route_to_triton():
 
     ops = set(spec.TRITON_OPS) | {op for op in missing if op in triton_ops.SUPPORTED_OPS}
     _triton_library, triton_status = _triton_route.enable(spec.CHIP, ops, _C._note_path, spec.TRITON_MODE,
-                                                              _C._next_step, _C._current_native_stream)
+                                                              _C._next_step, _C._current_native_stream, backend=_C)
     _C._set_triton_status(triton_status)
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Callable
+import threading
+from typing import Callable, NamedTuple
 
 import torch
 import triton
@@ -136,6 +137,8 @@ def fill_into(t: torch.Tensor, value) -> torch.Tensor:
     n = t.numel()
     if n == 0:
         return t
+    if CAPTURE.launches is not None:
+        CAPTURE.launches.append(None)  # not a launch a C++ replay makes
     bits, is_f = _bits(value, t.dtype)
     if not is_f and isinstance(value, float) and t.dtype != torch.bool:
         bits = int(value)
@@ -169,15 +172,21 @@ def launch_pointwise(op: str, out: torch.Tensor, inputs, cdt: int, params=()) ->
     dev = out.device
     bits = [_bits(float(v), torch.float64)[0] for v in params] + [0] * (3 - len(params))
     dense = _dense_operands(out, inputs)
+    capture = CAPTURE.launches
     if dense is not None:
         ptrs, imms, kinds = dense
         nin = len(ptrs)
         pad = 4 - nin
         ka, kb, kc, kd = kinds + [_DENSE] * pad
-        K.pointwise_dense_kernel[_grid1(n)](out, *ptrs, *([out] * pad), n, *imms, *([0] * pad), *bits,
-                                            OP=K.OP_ID[op], NIN=nin, CDT=cdt, ODT=_odt(out.dtype),
-                                            KA=ka, KB=kb, KC=kc, KD=kd, BLOCK=_BLOCK)
+        values = (out, *ptrs, *([out] * pad), n, *imms, *([0] * pad), *bits)
+        kernel = K.pointwise_dense_kernel[_grid1(n)](*values, OP=K.OP_ID[op], NIN=nin, CDT=cdt,
+                                                     ODT=_odt(out.dtype), KA=ka, KB=kb, KC=kc, KD=kd,
+                                                     BLOCK=_BLOCK)
+        if capture is not None:
+            capture.append(DenseLaunch(kernel, values, numel_index=5, elements_per_program=_BLOCK))
         return out
+    if capture is not None:
+        capture.append(None)  # the strided kernel: not replayed
     ins = [_operand(v, dev).expand(out.shape) for v in inputs]
     shape = list(out.shape)
     sh, sts = _pad6(shape, [list(out.stride())] + [list(t.stride()) for t in ins])
@@ -188,6 +197,26 @@ def launch_pointwise(op: str, out: torch.Tensor, inputs, cdt: int, params=()) ->
     K.pointwise_kernel[_grid1(n)](out, *ptrs, n, *sh, *flat, *bits, OP=K.OP_ID[op], NIN=nin, CDT=cdt,
                                   ODT=_odt(out.dtype), BLOCK=_BLOCK)
     return out
+
+
+class _Capture(threading.local):
+    """Kernel launches of the call in progress on this thread, while a caller collects
+    them (torch_fl._triton_fast records a pointwise call's single dense launch for its
+    C++ replay): a DenseLaunch, or None for a launch no replay makes."""
+    launches: list | None = None
+
+
+CAPTURE = _Capture()
+
+
+class DenseLaunch(NamedTuple):
+    """One launch of pointwise_dense_kernel: the compiled kernel, its parameter values in
+    order (tensors, then integers), which of them is the element count, and how many
+    elements one program covers (the grid is the count divided by that, rounded up)."""
+    kernel: object
+    values: tuple
+    numel_index: int
+    elements_per_program: int
 
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)

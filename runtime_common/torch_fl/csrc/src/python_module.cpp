@@ -5,6 +5,7 @@
 #include <torch_fl/host_allocator.h>
 #include <torch_fl/python_module.h>
 #include <torch_fl/streams.h>
+#include <torch_fl/triton_launch.h>
 
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
@@ -155,6 +156,37 @@ void bind_backend(py::module_& m) {
       boxed_fallback(op, &stack);
     }
     return torch::jit::createPyObjectForStack(std::move(stack));
+  });
+  // Triton kernels launched from C++ (torch_fl/_triton_fast.py, triton_launch.h).
+  m.def("_triton_launch_available", [] {
+    std::string why_not;
+    const bool available = triton_launch_available(&why_not);
+    return py::make_tuple(available, why_not);
+  });
+  m.def("_register_fast_triton_op", &register_fast_triton_op, py::arg("name"), py::arg("overload"),
+        py::arg("mirror"));
+  m.def("_record_triton_launch",
+        [](const at::Tensor& out, bool inplace, uintptr_t function, int64_t threads, int64_t shared_bytes,
+           int64_t elements_per_program, const std::vector<std::tuple<int64_t, int64_t, int>>& args) {
+          std::vector<LaunchArg> launch_args;
+          for (const auto& [source, value, bytes] : args) {
+            launch_args.push_back({static_cast<LaunchArgSource>(source), value, bytes});
+          }
+          std::string why_not;
+          const bool recorded = record_triton_launch(out, inplace, function, threads, shared_bytes,
+                                                     elements_per_program, launch_args, &why_not);
+          return py::make_tuple(recorded, why_not);
+        });
+  m.def("_fast_triton_stats", [] {
+    py::dict stats;
+    for (const auto& entry : fast_triton_stats()) {
+      py::dict d;
+      d["replayed"] = entry.replayed;
+      d["to_python"] = entry.to_python;
+      d["recipes"] = entry.recipes;
+      stats[py::str(entry.op)] = d;
+    }
+    return stats;
   });
   m.def("_missing_kernel_ops", [] { return missing_kernel_ops(); });
   m.def("_set_triton_status", [](const std::string& status) { set_triton_status(status); });

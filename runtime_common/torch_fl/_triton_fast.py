@@ -1,0 +1,168 @@
+"""Pointwise Triton kernels launched from C++ (compile mode, on a chip whose driver is the
+CUDA runtime Triton targets, e.g. `nvgpu`).
+
+A Triton op's kernel is Python: every call crosses the dispatcher into Python, prepares
+its operands and launches, 25-35 us of host time against torch.cuda's 6-7 us per op
+(docs/benchmarks.md). `front` puts a C++ kernel (csrc/src/triton_launch.cpp) in front of
+each pointwise op at the chip's dispatch key. It keys a call on everything the Python
+preparation reads (argument kinds, dtypes, devices, 0-dim-ness, shapes equal or not,
+contiguity, 16-byte alignment, scalar values, the element count's specialisation) and
+replays, for a key seen before, the launch the Python kernel made for it. A call with a
+new key goes to the Python kernel, registered under a mirror op with the same schema
+(`torchfl_<chip>_triton::<op>`); when that call was one dense launch
+(`_impl.launch_pointwise`), the launch is recorded for the key: which parameter is which
+argument's data pointer, the output's, the element count, or a constant.
+
+`TORCHFL_TRITON_CPP_LAUNCH=0` turns it off (every call takes the Python kernel).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable, Iterable
+
+log = logging.getLogger("torch_fl")
+
+ENV = "TORCHFL_TRITON_CPP_LAUNCH"
+# torch_fl::LaunchArgSource (triton_launch.h)
+_STACK_TENSOR, _OUT, _NUMEL, _CONSTANT = 0, 1, 2, 3
+# Triton's integer parameter types and their sizes in bytes (its launcher's ty_to_cpp).
+_INT_BYTES = {"i1": 1, "i8": 1, "u1": 1, "u8": 1, "i16": 2, "u16": 2, "i32": 4, "u32": 4, "i64": 8, "u64": 8}
+
+
+def replayable(op: str) -> bool:
+    """Ops whose whole Python kernel is the pointwise preparation and one launch (their
+    functional and in-place variants; `out=` variants may resize their output)."""
+    from .triton_ops import _impl
+
+    entry = _impl._POINTWISE.get(op)
+    return entry is not None and entry[1] in ("func", "inplace")
+
+
+def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Callable]):
+    """Puts the C++ kernel in front of each replayable op of `ops`.
+
+    `backend` is the chip's extension module; `kernel_of(op)` the Python kernel the
+    mirror op runs. Returns (the ops fronted, the mirror libraries to keep alive, why
+    none were, or "")."""
+    if os.environ.get(ENV, "1") == "0":
+        return set(), [], f"{ENV}=0"
+    if not hasattr(backend, "_register_fast_triton_op"):
+        return set(), [], "the backend has no C++ launch"
+    available, why = backend._triton_launch_available()
+    if not available:
+        return set(), [], why
+    import torch
+
+    namespace = f"torchfl_{chip}_triton"
+    definitions = torch.library.Library(namespace, "DEF")
+    implementations = torch.library.Library(namespace, "IMPL")
+    fronted = set()
+    for op in sorted(o for o in ops if replayable(o)):
+        name, _, overload = op.partition(".")
+        schema = torch._C._get_schema("aten::" + name, overload)
+        text = str(schema)
+        prefix = f"aten::{op}("
+        if not text.startswith(prefix):
+            log.debug("torch_fl: aten::%s: unexpected schema %r; left on the Python kernel", op, text)
+            continue
+        mirror = op.replace(".", "_")
+        definitions.define(mirror + text[len(prefix) - 1:])
+        arg_names = [argument.name for argument in schema.arguments]
+        inplace = _inplace(op)
+        implementations.impl(mirror, _recording(kernel_of(op), arg_names, inplace, backend), "PrivateUse1")
+        backend._register_fast_triton_op(name, overload, f"{namespace}::{mirror}")
+        fronted.add(op)
+    log.debug("torch_fl: %s: %d pointwise op(s) launched from C++", chip, len(fronted))
+    return fronted, [definitions, implementations], ""
+
+
+def _inplace(op: str) -> bool:
+    from .triton_ops import _impl
+
+    return _impl._POINTWISE[op][1] == "inplace"
+
+
+def _recording(kernel: Callable, arg_names: list[str], inplace: bool, backend) -> Callable:
+    """The mirror op's kernel: `kernel`, recording its launch for the C++ kernel's replay
+    when it made exactly one dense launch."""
+    from .triton_ops import _impl
+
+    capture = _impl.CAPTURE
+    positions = {name: i for i, name in enumerate(arg_names)}
+
+    def run(*args, **kwargs):
+        outer = capture.launches
+        capture.launches = launches = []
+        try:
+            result = kernel(*args, **kwargs)
+        finally:
+            capture.launches = outer
+            if outer is not None:
+                outer.append(None)  # a caller collecting launches: this call's are not its one
+        if len(launches) == 1 and launches[0] is not None:
+            out = args[0] if inplace else result
+            params = _parameters(launches[0], out, args, kwargs, positions)
+            if params is not None:
+                launch = launches[0]
+                meta = launch.kernel.metadata
+                recorded, why = backend._record_triton_launch(
+                    out, inplace, launch.kernel.function, 32 * meta.num_warps, meta.shared,
+                    launch.elements_per_program, params)
+                if not recorded:
+                    log.debug("torch_fl: launch not recorded for C++ replay: %s", why)
+        return result
+
+    run.__name__ = getattr(kernel, "__name__", "triton_kernel") + "_recorded"
+    return run
+
+
+def _parameters(launch, out, args, kwargs, positions) -> list[tuple[int, int, int]] | None:
+    """The launch's kernel parameters as (source, value, bytes), in the order the compiled
+    kernel takes them (Triton's launcher: the signature's entries that are not compile-time
+    constants), or None when one cannot be replayed from the call's arguments."""
+    kernel = launch.kernel
+    meta = kernel.metadata
+    if (getattr(meta, "num_ctas", 1) != 1 or getattr(meta, "launch_cooperative_grid", False)
+            or getattr(meta, "launch_pdl", False) or getattr(meta, "global_scratch_size", 0)
+            or getattr(meta, "profile_scratch_size", 0) or not kernel.function):
+        return None  # launch features the C++ replay does not set up
+    params = []
+    for position, kind in enumerate(kernel.src.signature.values()):
+        if kind == "constexpr":
+            continue
+        if position >= len(launch.values) or not isinstance(kind, str):
+            return None
+        value = launch.values[position]
+        if kind.startswith("*"):
+            if value is out:
+                params.append((_OUT, 0, 8))
+                continue
+            index = _argument_index(value, args, kwargs, positions)
+            if index is None:
+                return None  # a tensor the preparation made
+            params.append((_STACK_TENSOR, index, 8))
+        elif kind in _INT_BYTES:
+            if position == launch.numel_index:
+                params.append((_NUMEL, 0, _INT_BYTES[kind]))
+            else:
+                value = int(value)
+                params.append((_CONSTANT, value - (1 << 64) if value >= 1 << 63 else value, _INT_BYTES[kind]))
+        else:
+            return None  # a float parameter: none of the pointwise kernels' take one
+    return params
+
+
+def _argument_index(value, args, kwargs, positions) -> int | None:
+    for i, argument in enumerate(args):
+        if argument is value:
+            return i
+    for name, argument in kwargs.items():
+        if argument is value:
+            return positions.get(name)
+    return None
+
+
+def stats(backend) -> dict:
+    """Per fronted op: calls replayed in C++, calls sent to Python, keys recorded."""
+    return dict(backend._fast_triton_stats()) if hasattr(backend, "_fast_triton_stats") else {}

@@ -1,0 +1,61 @@
+// Triton kernels launched from C++ (compile mode on a CUDA chip, e.g. `nvgpu`).
+//
+// An op on the `triton` step is a Python kernel: each call crosses into Python, prepares
+// its operands and launches the compiled kernel, 25-35 us of host time where torch.cuda
+// spends 6-7 us (docs/benchmarks.md). For the pointwise ops this file puts a C++ kernel
+// in front at the chip's dispatch key. It keys each call on what the Python preparation
+// depends on (the argument types, dtypes, layouts and scalar values; see `call_key`) and,
+// for a key it has seen, replays the launch the Python kernel made for it: the output
+// allocated as then, the compiled kernel (its CUfunction) launched through the CUDA
+// driver with the call's own data pointers and element count. A key not seen yet goes to
+// the Python kernel (registered under a mirror op, `fast_ops` below), which records its
+// launch for the key when it was a single dense launch (torch_fl/_triton_route.py).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace torch_fl {
+
+// Where a recorded launch argument comes from at replay.
+enum class LaunchArgSource : int64_t {
+  kStackTensor = 0,  // the data pointer of the call's argument `value`
+  kOut = 1,          // the data pointer of the output
+  kNumel = 2,        // the output's element count
+  kConstant = 3,     // `value` itself (a scalar of the call, fixed by its key)
+};
+
+struct LaunchArg {
+  LaunchArgSource source;
+  int64_t value;
+  int bytes;  // the kernel parameter's size: 1, 2, 4 or 8
+};
+
+// Whether the CUDA driver could be loaded (libcuda.so.1); the reason when not.
+bool triton_launch_available(std::string* why_not);
+
+// Puts the C++ kernel in front of aten `name.overload` at PrivateUse1; calls it cannot
+// replay go to `mirror` (a "namespace::name" op with the same schema, whose PrivateUse1
+// kernel is the Python one).
+void register_fast_triton_op(const std::string& name, const std::string& overload, const std::string& mirror);
+
+// Called by the Python kernel during a call the C++ kernel sent it: its launch, to be
+// replayed for calls with the same key. Returns false when no such call is in progress
+// on this thread or the launch cannot be replayed (the reason in `why_not`).
+bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t function, int64_t threads,
+                          int64_t shared_bytes, int64_t elements_per_program, const std::vector<LaunchArg>& args,
+                          std::string* why_not);
+
+// Per op: calls replayed in C++ and calls sent to the Python kernel.
+struct FastTritonStats {
+  std::string op;
+  int64_t replayed;
+  int64_t to_python;
+  int64_t recipes;
+};
+std::vector<FastTritonStats> fast_triton_stats();
+
+}  // namespace torch_fl

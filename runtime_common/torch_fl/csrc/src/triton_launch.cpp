@@ -1,0 +1,394 @@
+#include <torch_fl/triton_launch.h>
+
+#include <torch_fl/driver.h>
+#include <torch_fl/fallback.h>
+#include <torch_fl/streams.h>
+
+#include <ATen/ops/empty.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <unordered_map>
+
+namespace torch_fl {
+
+namespace {
+
+// The three CUDA driver entry points a replay needs, from the driver library Triton
+// itself launches through (no link-time dependency: chips that never launch compiled
+// Triton kernels never load it).
+struct CudaDriver {
+  using LaunchKernel = int (*)(void* function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
+                               unsigned block_y, unsigned block_z, unsigned shared_bytes, void* stream,
+                               void** params, void** extra);
+  using GetErrorString = int (*)(int status, const char** text);
+  using CtxGetCurrent = int (*)(void** context);
+  LaunchKernel launch_kernel = nullptr;
+  GetErrorString get_error_string = nullptr;
+  CtxGetCurrent ctx_get_current = nullptr;
+  std::string load_error;
+};
+
+const CudaDriver& cuda_driver() {
+  static const CudaDriver* driver = [] {
+    auto* d = new CudaDriver();
+    void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (library == nullptr) {
+      const char* why = dlerror();
+      d->load_error = std::string("cannot load libcuda.so.1: ") + (why ? why : "unknown error");
+      return d;
+    }
+    d->launch_kernel = reinterpret_cast<CudaDriver::LaunchKernel>(dlsym(library, "cuLaunchKernel"));
+    d->get_error_string = reinterpret_cast<CudaDriver::GetErrorString>(dlsym(library, "cuGetErrorString"));
+    d->ctx_get_current = reinterpret_cast<CudaDriver::CtxGetCurrent>(dlsym(library, "cuCtxGetCurrent"));
+    if (!d->launch_kernel || !d->get_error_string || !d->ctx_get_current) {
+      d->load_error = "libcuda.so.1 lacks cuLaunchKernel, cuGetErrorString or cuCtxGetCurrent";
+      d->launch_kernel = nullptr;
+    }
+    return d;
+  }();
+  return *driver;
+}
+
+constexpr size_t kMaxLaunchArgs = 32;
+constexpr size_t kMaxRecipesPerOp = 512;  // keys hold scalar values: an lr schedule makes new ones
+
+struct Recipe {
+  void* function = nullptr;
+  unsigned threads = 0;
+  unsigned shared_bytes = 0;
+  int64_t elements_per_program = 0;
+  bool inplace = false;
+  bool out_aligned = true;
+  c10::ScalarType out_dtype = c10::ScalarType::Float;
+  std::vector<LaunchArg> args;
+};
+
+// Appends the raw bytes of values to a key.
+struct KeyWriter {
+  std::string bytes;
+  template <typename T>
+  void put(T value) {
+    bytes.append(reinterpret_cast<const char*>(&value), sizeof(T));
+  }
+};
+
+bool aligned16(const void* pointer) { return (reinterpret_cast<uintptr_t>(pointer) & 15) == 0; }
+
+// What a call's Python preparation depends on, gathered while building its key.
+struct CallFacts {
+  const at::Tensor* shape_source = nullptr;  // the first chip tensor with dims: the output's shape
+  const at::Tensor* device_source = nullptr;  // the first chip tensor
+  std::vector<bool> chip_tensor;              // per argument
+};
+
+// The key of a call: per argument its kind and what the preparation reads of it (dtype,
+// device, 0-dim, shape equal to the output's, contiguity, 16-byte alignment, which
+// Triton specialises on; a scalar's value), then the element count's specialisation
+// (== 1, divisible by 16, 32-bit). False: a call never replayed (an argument of another
+// kind, a tensor on another device, no elements).
+bool call_key(const torch::jit::Stack& stack, size_t first, size_t count, KeyWriter* key, CallFacts* facts) {
+  facts->chip_tensor.assign(count, false);
+  for (size_t i = 0; i < count; ++i) {
+    const c10::IValue& value = stack[first + i];
+    if (value.isTensor()) {
+      const at::Tensor& t = value.toTensor();
+      if (!t.defined()) {
+        key->put('u');
+        continue;
+      }
+      if (t.is_conj() || t.is_neg()) return false;
+      if (t.device().type() == c10::DeviceType::PrivateUse1) {
+        if (facts->device_source == nullptr) facts->device_source = &t;
+        key->put('T');
+        key->put(static_cast<int8_t>(t.scalar_type()));
+        key->put(static_cast<int8_t>(t.device().index()));
+        char shape = 'z';
+        if (t.dim() > 0) {
+          if (facts->shape_source == nullptr) facts->shape_source = &t;
+          shape = t.sizes().equals(facts->shape_source->sizes()) ? 's' : 'x';
+        }
+        key->put(shape);
+        key->put(static_cast<char>(t.is_contiguous()));
+        key->put(static_cast<char>(aligned16(t.const_data_ptr())));
+        facts->chip_tensor[i] = true;
+      } else if (t.device().is_cpu() && t.dim() == 0) {
+        // A host scalar tensor: the preparation takes its value.
+        key->put('C');
+        key->put(static_cast<int8_t>(t.scalar_type()));
+        if (c10::isComplexType(t.scalar_type())) return false;
+        const c10::Scalar item = t.item();
+        if (item.isFloatingPoint()) {
+          key->put(item.toDouble());
+        } else {
+          key->put(item.toLong());
+        }
+      } else {
+        return false;
+      }
+    } else if (value.isDouble()) {
+      key->put('f');
+      key->put(value.toDouble());
+    } else if (value.isBool()) {
+      key->put('b');
+      key->put(value.toBool());
+    } else if (value.isInt()) {
+      key->put('i');
+      key->put(value.toInt());
+    } else if (value.isNone()) {
+      key->put('n');
+    } else if (value.isString()) {
+      const auto& text = value.toStringRef();
+      key->put('s');
+      key->put(text.size());
+      key->bytes.append(text);
+    } else {
+      return false;
+    }
+  }
+  if (facts->device_source == nullptr) return false;
+  const int64_t n = facts->shape_source ? facts->shape_source->numel() : 1;
+  if (n == 0) return false;
+  key->put('N');
+  key->put(static_cast<char>(n == 1));
+  key->put(static_cast<char>(n % 16 == 0));
+  key->put(static_cast<char>(n <= std::numeric_limits<int32_t>::max()));
+  return true;
+}
+
+[[noreturn]] void launch_failed(const std::string& op, int status) {
+  const char* text = nullptr;
+  cuda_driver().get_error_string(status, &text);
+  TORCH_CHECK(false, "torch_fl: launching the Triton kernel of aten::", op, " failed: ", text ? text : "error ",
+              status);
+}
+
+class FastTritonKernel;
+
+// The call a FastTritonKernel sent to the Python kernel, on this thread: what the
+// recording needs to check the launch against. Nested calls stack (`previous`).
+struct PendingCall {
+  FastTritonKernel* kernel;
+  std::string key;
+  CallFacts facts;
+  std::vector<int64_t> out_shape;
+  const c10::TensorImpl* first_argument;  // an in-place op's output
+  int records = 0;
+  std::optional<Recipe> recipe;
+  PendingCall* previous;
+};
+thread_local PendingCall* pending_call = nullptr;
+
+std::mutex& kernels_mutex() {
+  static auto* m = new std::mutex();
+  return *m;
+}
+std::vector<FastTritonKernel*>& kernels() {
+  static auto* all = new std::vector<FastTritonKernel*>();
+  return *all;
+}
+
+class FastTritonKernel final : public c10::OperatorKernel {
+ public:
+  FastTritonKernel(std::string op, c10::OperatorHandle mirror)
+      : op_(std::move(op)), mirror_(std::move(mirror)), counter_(op_.c_str(), FallbackPath::triton) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    const size_t count = op.schema().arguments().size();
+    const size_t first = stack->size() - count;
+    KeyWriter key;
+    CallFacts facts;
+    const bool keyed = call_key(*stack, first, count, &key, &facts);
+    if (keyed) {
+      std::shared_ptr<const Recipe> recipe;
+      {
+        std::shared_lock<std::shared_mutex> lock(mutex_);
+        auto it = recipes_.find(key.bytes);
+        if (it != recipes_.end()) recipe = it->second;
+      }
+      if (recipe && replay(*recipe, stack, first, count, facts)) {
+        replayed_.fetch_add(1, std::memory_order_relaxed);
+        counter_.hit();
+        return;
+      }
+    }
+    to_python_.fetch_add(1, std::memory_order_relaxed);
+    if (!keyed) {
+      mirror_.callBoxed(stack);
+      return;
+    }
+    PendingCall call{this, std::move(key.bytes), std::move(facts), {}, nullptr, 0, std::nullopt, pending_call};
+    if (call.facts.shape_source) call.out_shape = call.facts.shape_source->sizes().vec();
+    const c10::IValue& first_value = (*stack)[first];
+    if (first_value.isTensor()) call.first_argument = first_value.toTensor().unsafeGetTensorImpl();
+    call.facts.shape_source = call.facts.device_source = nullptr;  // the stack is consumed by the call
+    pending_call = &call;
+    try {
+      mirror_.callBoxed(stack);
+    } catch (...) {
+      pending_call = call.previous;
+      throw;
+    }
+    pending_call = call.previous;
+    if (call.records == 1 && call.recipe) {
+      std::unique_lock<std::shared_mutex> lock(mutex_);
+      if (recipes_.size() < kMaxRecipesPerOp) {
+        recipes_.emplace(std::move(call.key), std::make_shared<const Recipe>(std::move(*call.recipe)));
+      }
+    }
+  }
+
+  FastTritonStats stats() {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    return {op_, replayed_.load(), to_python_.load(), static_cast<int64_t>(recipes_.size())};
+  }
+
+  const std::string& op() const { return op_; }
+
+ private:
+  bool replay(const Recipe& recipe, torch::jit::Stack* stack, size_t first, size_t count, const CallFacts& facts) {
+    const CudaDriver& driver = cuda_driver();
+    const at::Tensor& device_source = *facts.device_source;
+    const c10::DeviceIndex device = device_source.device().index();
+    // The kernel was loaded in this device's context, which must be current (the Python
+    // path launches on the current device, and would make it so).
+    void* context = nullptr;
+    if (current_device() != device || driver.ctx_get_current(&context) != 0 || context == nullptr) return false;
+    at::Tensor out;
+    if (recipe.inplace) {
+      out = (*stack)[first].toTensor();
+    } else {
+      out = at::empty(facts.shape_source ? facts.shape_source->sizes() : at::IntArrayRef{},
+                      at::TensorOptions().dtype(recipe.out_dtype).device(device_source.device()));
+      if (aligned16(out.const_data_ptr()) != recipe.out_aligned) return false;  // another specialisation
+    }
+    const int64_t n = out.numel();
+    uint64_t values[kMaxLaunchArgs];
+    void* params[kMaxLaunchArgs];
+    const size_t nargs = recipe.args.size();
+    for (size_t i = 0; i < nargs; ++i) {
+      const LaunchArg& arg = recipe.args[i];
+      switch (arg.source) {
+        case LaunchArgSource::kStackTensor:
+          values[i] = reinterpret_cast<uintptr_t>((*stack)[first + arg.value].toTensor().const_data_ptr());
+          break;
+        case LaunchArgSource::kOut:
+          values[i] = reinterpret_cast<uintptr_t>(out.const_data_ptr());
+          break;
+        case LaunchArgSource::kNumel:
+          values[i] = static_cast<uint64_t>(n);
+          break;
+        case LaunchArgSource::kConstant:
+          values[i] = static_cast<uint64_t>(arg.value);
+          break;
+      }
+      // A parameter narrower than 8 bytes reads the low bytes of its slot (x86-64 and
+      // aarch64 are little-endian): the value itself, two's complement for an integer.
+      params[i] = &values[i];
+    }
+    const int64_t programs = (n + recipe.elements_per_program - 1) / recipe.elements_per_program;
+    void* stream = native_stream(current_stream(device));
+    const int status = driver.launch_kernel(recipe.function, static_cast<unsigned>(programs), 1, 1, recipe.threads,
+                                            1, 1, recipe.shared_bytes, stream, params, nullptr);
+    if (status != 0) launch_failed(op_, status);
+    torch::jit::drop(*stack, count);
+    stack->emplace_back(std::move(out));
+    return true;
+  }
+
+  std::string op_;
+  c10::OperatorHandle mirror_;
+  PathCounter counter_;
+  std::shared_mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const Recipe>> recipes_;
+  std::atomic<int64_t> replayed_{0};
+  std::atomic<int64_t> to_python_{0};
+};
+
+}  // namespace
+
+bool triton_launch_available(std::string* why_not) {
+  const CudaDriver& driver = cuda_driver();
+  if (driver.launch_kernel == nullptr && why_not != nullptr) *why_not = driver.load_error;
+  return driver.launch_kernel != nullptr;
+}
+
+void register_fast_triton_op(const std::string& name, const std::string& overload, const std::string& mirror) {
+  std::string why;
+  TORCH_CHECK(triton_launch_available(&why), "torch_fl: cannot launch Triton kernels from C++: ", why);
+  auto mirror_op = c10::Dispatcher::singleton().findSchemaOrThrow(mirror.c_str(), "");
+  const std::string op = overload.empty() ? name : name + "." + overload;
+  auto kernel = std::make_unique<FastTritonKernel>(op, mirror_op);
+  {
+    std::lock_guard<std::mutex> lock(kernels_mutex());
+    kernels().push_back(kernel.get());
+  }
+  // One library for every op, alive for the process (as the kernels it registers).
+  static auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
+                                            __LINE__);
+  library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
+}
+
+bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t function, int64_t threads,
+                          int64_t shared_bytes, int64_t elements_per_program, const std::vector<LaunchArg>& args,
+                          std::string* why_not) {
+  PendingCall* call = pending_call;
+  auto refuse = [&](const char* why) {
+    if (why_not != nullptr) *why_not = why;
+    if (call != nullptr) call->recipe.reset();
+    return false;
+  };
+  if (call == nullptr) return refuse("no call of a C++-fronted op is in progress on this thread");
+  if (++call->records > 1) return refuse("the call launched more than one kernel");
+  if (function == 0 || threads <= 0 || threads > 1024 || shared_bytes < 0 || elements_per_program <= 0) {
+    return refuse("launch configuration out of range");
+  }
+  if (args.size() > kMaxLaunchArgs) return refuse("too many kernel parameters");
+  if (!out.defined() || !out.is_contiguous() || out.device().type() != c10::DeviceType::PrivateUse1) {
+    return refuse("the output is not a contiguous chip tensor");
+  }
+  if (inplace ? out.unsafeGetTensorImpl() != call->first_argument : !out.sizes().equals(call->out_shape)) {
+    return refuse("the output is not the one a replay would make");
+  }
+  for (const LaunchArg& arg : args) {
+    if (arg.bytes != 1 && arg.bytes != 2 && arg.bytes != 4 && arg.bytes != 8) return refuse("bad parameter size");
+    if (arg.source == LaunchArgSource::kStackTensor &&
+        (arg.value < 0 || static_cast<size_t>(arg.value) >= call->facts.chip_tensor.size() ||
+         !call->facts.chip_tensor[arg.value])) {
+      return refuse("a pointer parameter is not a chip tensor argument of the call");
+    }
+    if (arg.source > LaunchArgSource::kConstant || arg.source < LaunchArgSource::kStackTensor) {
+      return refuse("bad parameter source");
+    }
+  }
+  Recipe recipe;
+  recipe.function = reinterpret_cast<void*>(function);
+  recipe.threads = static_cast<unsigned>(threads);
+  recipe.shared_bytes = static_cast<unsigned>(shared_bytes);
+  recipe.elements_per_program = elements_per_program;
+  recipe.inplace = inplace;
+  recipe.out_aligned = aligned16(out.const_data_ptr());
+  recipe.out_dtype = out.scalar_type();
+  recipe.args = args;
+  call->recipe = std::move(recipe);
+  return true;
+}
+
+std::vector<FastTritonStats> fast_triton_stats() {
+  std::lock_guard<std::mutex> lock(kernels_mutex());
+  std::vector<FastTritonStats> all;
+  for (FastTritonKernel* kernel : kernels()) all.push_back(kernel->stats());
+  return all;
+}
+
+}  // namespace torch_fl
