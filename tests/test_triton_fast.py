@@ -131,8 +131,8 @@ def test_front_is_off_by_environment_or_backend(monkeypatch):
 STAND_IN_DRIVER = r"""
 #include <stdint.h>
 #include <string.h>
-/* The launch log: grid, block, shared bytes and the first 13 parameters' low 8 bytes. */
-uint64_t launch_log[64][16];
+/* The launch log: grid, block, shared bytes, the parameter count and each parameter's low bytes. */
+uint64_t launch_log[64][20];
 int launches = 0;
 /* The "kernel": out[i] = a[i] + b[i] over float32, parameters laid out as pointwise_dense_kernel's. */
 void add_f32(unsigned programs, void** params) {
@@ -148,13 +148,22 @@ int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
                    unsigned shared, void* stream, void** params, void** extra) {
   uint64_t* entry = launch_log[launches++ % 64];
   entry[0] = gx; entry[1] = bx; entry[2] = shared;
-  for (int i = 0; i < 13; ++i) { entry[3 + i] = 0; memcpy(&entry[3 + i], params[i], i == 5 ? 4 : 8); }
+  for (int i = 0; i < 15; ++i) { entry[3 + i] = 0; memcpy(&entry[3 + i], params[i], i == 5 ? 4 : 8); }
   ((void (*)(unsigned, void**))f)(gx, params);
   (void)gy; (void)gz; (void)by; (void)bz; (void)stream; (void)extra;
   return 0;
 }
 int cuGetErrorString(int status, const char** text) { *text = "stand-in error"; (void)status; return 0; }
 int cuCtxGetCurrent(void** context) { static int c; *context = &c; return 0; }
+/* add_f32's parameters as Triton 3.6 compiles pointwise_dense_kernel: the 13 of its
+   signature (N 32-bit), then the global and profile scratch pointers. */
+int cuFuncGetParamInfo(void* f, size_t index, size_t* offset, size_t* bytes) {
+  if (index >= 15) return 1;
+  *bytes = index == 5 ? 4 : 8;
+  *offset = 0;
+  (void)f;
+  return 0;
+}
 """
 
 REPLAY_SCRIPT = r"""
@@ -167,12 +176,13 @@ from torch_fl.triton_ops import _impl
 C = torch_fl_npu._C
 driver = ctypes.CDLL(os.path.join(os.environ["STAND_IN_DIR"], "libcuda.so.1"))
 driver.add_f32_address.restype = ctypes.c_uint64
-log = (ctypes.c_uint64 * 16 * 64).in_dll(driver, "launch_log")
+log = (ctypes.c_uint64 * 20 * 64).in_dll(driver, "launch_log")
 
 class Compiled:  # pointwise_dense_kernel's parameter list, compiled for float32
-    src = type("Src", (), {"signature": {"out": "*fp32", "a": "*fp32", "b": "*fp32", "c": "*fp32",
-        "d": "*fp32", "N": "i32", "V0": "i64", "V1": "i64", "V2": "i64", "V3": "i64", "P0": "i64",
-        "P1": "i64", "P2": "i64", "OP": "constexpr"}})()
+    def __init__(self, count_type="i32"):
+        self.src = type("Src", (), {"signature": {"out": "*fp32", "a": "*fp32", "b": "*fp32", "c": "*fp32",
+            "d": "*fp32", "N": count_type, "V0": "i64", "V1": "i64", "V2": "i64", "V3": "i64", "P0": "i64",
+            "P1": "i64", "P2": "i64", "OP": "constexpr"}})()
     metadata = type("Meta", (), {"num_warps": 4, "shared": 0})()
     function = driver.add_f32_address()
 
@@ -183,14 +193,15 @@ def kernel_of(op):
         out = (a.cpu() + alpha * b.cpu()).to(a.device)
         if alpha == 1 and a.is_contiguous() and b.is_contiguous():  # as launch_pointwise's dense branch
             values = (out, a, b, out, out, out.numel(), 0, 0, 0, 0, 7, 0, 0)
-            launch = _impl.DenseLaunch(Compiled(), values, 5, 1024)
+            # sub.Tensor misstates the count's type: the driver's parameter sizes refuse its recording
+            launch = _impl.DenseLaunch(Compiled("i64" if op == "sub.Tensor" else "i32"), values, 5, 1024)
         else:
             launch = None  # the strided kernel, or another op: not replayed
         _impl.CAPTURE.launches.append(launch)
         return out
     return run
 
-fronted, libraries, why = _triton_fast.front("npu", ["add.Tensor"], C, kernel_of)
+fronted, libraries, why = _triton_fast.front("npu", ["add.Tensor", "sub.Tensor"], C, kernel_of)
 result = {"fronted": sorted(fronted), "why": why}
 a = torch.arange(3000, dtype=torch.float32).to("npu")
 b = torch.full((3000,), 0.5).to("npu")
@@ -205,7 +216,9 @@ result["second_is_new"] = second.data_ptr() != first.data_ptr()
 result["launch"] = {"grid": entry[0], "block": entry[1], "shared": entry[2],
                     "out": entry[3] == second.data_ptr(), "a": entry[4] == a.data_ptr(),
                     "b": entry[5] == b.data_ptr(), "pad": entry[6] == second.data_ptr(),
-                    "numel": entry[8], "constant": entry[13]}
+                    "numel": entry[8], "constant": entry[13], "scratch": [entry[16], entry[17]]}
+for _ in range(2):
+    torch.sub(a, b); torch.npu.synchronize()  # the kernel "computes" a + b: only ever run in Python here
 torch.add(a[:16], b[:16]); torch.npu.synchronize()  # another element count class: Python
 matrix = torch.add(a.view(30, 100), b.view(30, 100))  # the same count, another shape: replayed
 torch.npu.synchronize()
@@ -264,14 +277,16 @@ def test_npu_replay_from_cpp_through_the_dispatcher(stand_in_driver):
                       timeout=300)
     assert proc.returncode == 0, proc.stderr
     r = last_json_line(proc.stdout)
-    assert r["fronted"] == ["add.Tensor"], r["why"]
+    assert r["fronted"] == ["add.Tensor", "sub.Tensor"], r["why"]
     assert r["first_correct"] and r["replayed_correct"] and r["second_is_new"]
     assert r["launch"] == {"grid": 3, "block": 128, "shared": 0, "out": True, "a": True, "b": True, "pad": True,
-                           "numel": 3000, "constant": 7}
+                           "numel": 3000, "constant": 7, "scratch": [0, 0]}
     assert r["matrix"] == [[30, 100], True]
     # Python: the first, [:16], alpha=2, transposed twice; replayed: the second and the 30x100
-    assert r["stats"] == {"add.Tensor": {"replayed": 2, "to_python": 5, "recipes": 2}}, r["stats"]
-    assert r["python_calls"] == 5 and r["launches"] == 2
+    # sub.Tensor: a launch whose parameter sizes disagree with the kernel's is not recorded
+    assert r["stats"] == {"add.Tensor": {"replayed": 2, "to_python": 5, "recipes": 2},
+                          "sub.Tensor": {"replayed": 0, "to_python": 2, "recipes": 0}}, r["stats"]
+    assert r["python_calls"] == 7 and r["launches"] == 2
     assert r["fallback"] == {"triton": 2}  # the replays count on the op's triton path
     assert r["outside_a_call"][0] is False and "no call" in r["outside_a_call"][1]
 

@@ -33,9 +33,11 @@ struct CudaDriver {
                                void** params, void** extra);
   using GetErrorString = int (*)(int status, const char** text);
   using CtxGetCurrent = int (*)(void** context);
+  using FuncGetParamInfo = int (*)(void* function, size_t index, size_t* offset, size_t* bytes);
   LaunchKernel launch_kernel = nullptr;
   GetErrorString get_error_string = nullptr;
   CtxGetCurrent ctx_get_current = nullptr;
+  FuncGetParamInfo func_get_param_info = nullptr;  // CUDA 12.4+: a kernel's parameter sizes
   std::string load_error;
 };
 
@@ -51,8 +53,10 @@ const CudaDriver& cuda_driver() {
     d->launch_kernel = reinterpret_cast<CudaDriver::LaunchKernel>(dlsym(library, "cuLaunchKernel"));
     d->get_error_string = reinterpret_cast<CudaDriver::GetErrorString>(dlsym(library, "cuGetErrorString"));
     d->ctx_get_current = reinterpret_cast<CudaDriver::CtxGetCurrent>(dlsym(library, "cuCtxGetCurrent"));
-    if (!d->launch_kernel || !d->get_error_string || !d->ctx_get_current) {
-      d->load_error = "libcuda.so.1 lacks cuLaunchKernel, cuGetErrorString or cuCtxGetCurrent";
+    d->func_get_param_info = reinterpret_cast<CudaDriver::FuncGetParamInfo>(dlsym(library, "cuFuncGetParamInfo"));
+    if (!d->launch_kernel || !d->get_error_string || !d->ctx_get_current || !d->func_get_param_info) {
+      d->load_error =
+          "libcuda.so.1 lacks cuLaunchKernel, cuGetErrorString, cuCtxGetCurrent or cuFuncGetParamInfo (CUDA 12.4+)";
       d->launch_kernel = nullptr;
     }
     return d;
@@ -60,7 +64,7 @@ const CudaDriver& cuda_driver() {
   return *driver;
 }
 
-constexpr size_t kMaxLaunchArgs = 32;
+constexpr size_t kMaxLaunchArgs = 40;
 constexpr size_t kMaxRecipesPerOp = 512;  // keys hold scalar values: an lr schedule makes new ones
 
 struct Recipe {
@@ -169,8 +173,8 @@ bool call_key(const torch::jit::Stack& stack, size_t first, size_t count, KeyWri
 [[noreturn]] void launch_failed(const std::string& op, int status) {
   const char* text = nullptr;
   cuda_driver().get_error_string(status, &text);
-  TORCH_CHECK(false, "torch_fl: launching the Triton kernel of aten::", op, " failed: ", text ? text : "error ",
-              status);
+  TORCH_CHECK(false, "torch_fl: launching the Triton kernel of aten::", op, " from C++ failed: ",
+              text ? text : "unknown error", " (CUDA error ", status, "; TORCHFL_TRITON_CPP_LAUNCH=0 launches from Python)");
 }
 
 class FastTritonKernel;
@@ -371,6 +375,26 @@ bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t functio
       return refuse("bad parameter source");
     }
   }
+  // The compiled kernel's own parameter list: each recorded parameter's size must match,
+  // and parameters beyond them must be Triton's trailing scratch pointers (its launcher
+  // passes them after the signature's: global and, since Triton 3.5, profile scratch),
+  // null here since the Python side only records kernels that need no scratch memory.
+  std::vector<LaunchArg> all_args = args;
+  const CudaDriver& driver = cuda_driver();
+  size_t index = 0;
+  for (;; ++index) {
+    size_t offset = 0;
+    size_t bytes = 0;
+    if (driver.func_get_param_info(reinterpret_cast<void*>(function), index, &offset, &bytes) != 0) break;
+    if (index < args.size()) {
+      if (bytes != static_cast<size_t>(args[index].bytes)) return refuse("a parameter's size differs from the kernel's");
+    } else {
+      if (bytes != 8) return refuse("the kernel takes parameters beyond its signature that are not pointers");
+      all_args.push_back({LaunchArgSource::kConstant, 0, 8});
+    }
+    if (index >= kMaxLaunchArgs) return refuse("too many kernel parameters");
+  }
+  if (index < args.size()) return refuse("the kernel takes fewer parameters than its signature lists");
   Recipe recipe;
   recipe.function = reinterpret_cast<void*>(function);
   recipe.threads = static_cast<unsigned>(threads);
@@ -379,7 +403,7 @@ bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t functio
   recipe.inplace = inplace;
   recipe.out_aligned = aligned16(out.const_data_ptr());
   recipe.out_dtype = out.scalar_type();
-  recipe.args = args;
+  recipe.args = std::move(all_args);
   call->recipe = std::move(recipe);
   return true;
 }
