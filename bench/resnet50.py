@@ -58,7 +58,9 @@ def worker(args) -> None:
     for _ in range(args.warmup):  # cuDNN autotuning, Triton compiles, allocator caches
         _common.timed(step, args.worker)
     _explain(step, args.worker, chip=args.explain)
-    print("ready " + json.dumps(_host_share(step, args.worker)), flush=True)
+    # How its Triton ops ran in warm-up (replayed from C++ or in Python), for the record.
+    facts = {**_host_share(step, args.worker), "triton_route": _common.triton_route(args.worker)}
+    print("ready " + json.dumps(facts), flush=True)
     for line in sys.stdin:
         count = int(line)
         times = [_common.timed(step, args.worker) for _ in range(count)]
@@ -158,12 +160,12 @@ def run(args) -> dict:
         results[precision] = {"median_step_s": med, "ratio": ratio, "steps_per_device": len(times[args.chip]),
                               "target_ratio": 1.02, "block_ratios": per_block,
                               "host_ms": {d: share[d]["host_ms"] for d in share},  # queueing a step (_host_share)
+                              "triton_route": share[args.chip]["triton_route"],
                               }
         rows.append([precision, med[args.chip] * 1e3, med[args.native] * 1e3, ratio, "yes" if ratio <= 1.02 else "no",
                      share[args.chip]["host_ms"], share[args.native]["host_ms"]])
     record = {"chip": args.chip, "native": args.native, "batch": args.batch, "blocks": args.blocks,
-              "steps_per_block": args.steps, "channels_last": args.channels_last, "results": results,
-              "triton_route": _common.triton_route(args.chip)}
+              "steps_per_block": args.steps, "channels_last": args.channels_last, "results": results}
     _common.emit("resnet50_train_step", record, rows,
                  ["precision", f"{args.chip} ms", f"{args.native} ms", "ratio", "<= 1.02",
                   f"{args.chip} host ms", f"{args.native} host ms"], args.out)

@@ -11,6 +11,7 @@ kernels: the last test, against native CUDA (scripts/nvgpu_device_run.sh, stage 
 """
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 from types import SimpleNamespace
@@ -352,7 +353,9 @@ def test_replayed_launches_match_the_python_launch_and_native_cuda(dtype):
 @needs_nvgpu
 def test_replays_on_the_current_stream_and_in_backward():
     """A replay goes to the chip's current stream, and the autograd engine's device thread
-    replays too (threshold_backward, add_ for accumulation): gradients equal native CUDA's."""
+    replays too (threshold_backward, add_ for accumulation): gradients match the CPU's.
+    (Not native CUDA's: with a PrivateUse1 backend loaded, torch's autograd engine takes it
+    as the accelerator and CUDA backward asserts in the same process; bench/resnet50.py.)"""
     backend = _nvgpu()
     x = torch.randn(1 << 16)
     stream = torch.nvgpu.Stream()
@@ -369,14 +372,14 @@ def test_replays_on_the_current_stream_and_in_backward():
                                 torch.nn.Linear(256, 10))
     data = torch.randn(128, 64)
     grads = {}
-    for device in ("cuda", "nvgpu"):
-        m = __import__("copy").deepcopy(model).to(device)
+    for device in ("cpu", "nvgpu"):
+        m = copy.deepcopy(model).to(device)
         for _ in range(3):
             m.zero_grad()
             m(data.to(device)).square().mean().backward()
         grads[device] = [p.grad.cpu() for p in m.parameters()]
-    for got, want in zip(grads["nvgpu"], grads["cuda"]):
-        torch.testing.assert_close(got, want)
+    for got, want in zip(grads["nvgpu"], grads["cpu"]):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     assert backend._C._fast_triton_stats()["threshold_backward"]["replayed"] > before
 
 
