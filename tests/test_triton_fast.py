@@ -64,6 +64,13 @@ def test_parameters_refuse_what_a_replay_cannot_remake():
     made = torch.ones(4)  # a tensor the preparation made: not an argument of the call
     kernel = _Compiled(SIGNATURE)
     assert _triton_fast._parameters(_launch(kernel, (out, a, made, 4, 0, 1, 0, 3)), out, (a,), {}, {}) is None
+    # one tensor passed twice (a + a, a.add_(a)): which argument a pointer is stays unknown
+    assert _triton_fast._parameters(_launch(kernel, (out, a, a, 4, 0, 1, 0, 3)), out, (a, a), {}, {}) is None
+    assert _triton_fast._parameters(_launch(kernel, (a, a, a, 4, 0, 1, 0, 3)), a, (a, a), {}, {}) is None
+    # in place: the output is the first argument, found as that argument
+    b = torch.ones(4).half()
+    assert _triton_fast._parameters(_launch(kernel, (a, a, b, 4, 0, 1, 0, 3)), a, (a, b), {}, {})[:3] == \
+        [(0, 0, 8), (0, 0, 8), (0, 1, 8)]
     float_param = _Compiled({"out": "*fp32", "x": "fp32"})
     assert _triton_fast._parameters(_launch(float_param, (out, 2.5), numel_index=9), out, (), {}, {}) is None
     for meta in ({"num_ctas": 2}, {"global_scratch_size": 64}, {"launch_pdl": True}):
@@ -228,6 +235,11 @@ torch.add(a, b, alpha=2); torch.npu.synchronize()  # a scalar's value is in the 
 t = a.view(30, 100).t()
 torch.add(t, t); torch.npu.synchronize()  # strided operands: Python, not recorded
 torch.add(t, t); torch.npu.synchronize()  # and again Python
+s1, t1 = torch.tensor([1.5]).to("npu"), torch.tensor([2.0]).to("npu")
+torch.add(s1, s1); torch.npu.synchronize()  # one tensor twice: not recorded
+r1 = torch.add(s1, t1); torch.npu.synchronize()  # the same key: Python, recorded
+r2 = torch.add(s1, t1); torch.npu.synchronize()  # replayed with the second argument's own pointer
+result["aliasing"] = [r1.item(), r2.item()]
 result["stats"] = C._fast_triton_stats()
 result["python_calls"] = len(python_calls)
 result["launches"] = ctypes.c_int.in_dll(driver, "launches").value
@@ -283,12 +295,14 @@ def test_npu_replay_from_cpp_through_the_dispatcher(stand_in_driver):
     assert r["launch"] == {"grid": 3, "block": 128, "shared": 0, "out": True, "a": True, "b": True, "pad": True,
                            "numel": 3000, "constant": 7, "scratch": [0, 0]}
     assert r["matrix"] == [[30, 100], True]
-    # Python: the first, [:16], alpha=2, transposed twice; replayed: the second and the 30x100
+    assert r["aliasing"] == [3.5, 3.5]
+    # Python: the first, [:16], alpha=2, transposed twice, s1 + s1, the first s1 + t1;
+    # replayed: the second, the 30x100 and the second s1 + t1.
     # sub.Tensor: a launch whose parameter sizes disagree with the kernel's is not recorded
-    assert r["stats"] == {"add.Tensor": {"replayed": 2, "to_python": 5, "recipes": 2},
+    assert r["stats"] == {"add.Tensor": {"replayed": 3, "to_python": 7, "recipes": 3},
                           "sub.Tensor": {"replayed": 0, "to_python": 2, "recipes": 0}}, r["stats"]
-    assert r["python_calls"] == 7 and r["launches"] == 2
-    assert r["fallback"] == {"triton": 2}  # the replays count on the op's triton path
+    assert r["python_calls"] == 9 and r["launches"] == 3
+    assert r["fallback"] == {"triton": 3}  # the replays count on the op's triton path
     assert r["outside_a_call"][0] is False and "no call" in r["outside_a_call"][1]
 
 

@@ -135,13 +135,15 @@ def _parameters(launch, out, args, kwargs, positions) -> list[tuple[int, int, in
             return None
         value = launch.values[position]
         if kind.startswith("*"):
-            if value is out:
-                params.append((_OUT, 0, 8))
-                continue
-            index = _argument_index(value, args, kwargs, positions)
-            if index is None:
-                return None  # a tensor the preparation made
-            params.append((_STACK_TENSOR, index, 8))
+            found = _argument_indices(value, args, kwargs, positions)
+            if len(found) == 1:
+                params.append((_STACK_TENSOR, found[0], 8))
+            elif not found and value is out:
+                params.append((_OUT, 0, 8))  # the output the call allocated
+            else:
+                # Not an argument (a tensor the preparation made), or several: a call passing one
+                # tensor twice says nothing about which argument a later call's pointer is.
+                return None
         elif kind in _INT_BYTES:
             if position == launch.numel_index:
                 params.append((_NUMEL, 0, _INT_BYTES[kind]))
@@ -153,14 +155,11 @@ def _parameters(launch, out, args, kwargs, positions) -> list[tuple[int, int, in
     return params
 
 
-def _argument_index(value, args, kwargs, positions) -> int | None:
-    for i, argument in enumerate(args):
-        if argument is value:
-            return i
-    for name, argument in kwargs.items():
-        if argument is value:
-            return positions.get(name)
-    return None
+def _argument_indices(value, args, kwargs, positions) -> list[int]:
+    """The call's argument positions (schema order) that are `value` itself."""
+    found = [i for i, argument in enumerate(args) if argument is value]
+    found += [positions.get(name, -1) for name, argument in kwargs.items() if argument is value]
+    return found if -1 not in found else [-1, -1]  # a keyword outside the schema: refused
 
 
 def stats(backend) -> dict:

@@ -127,9 +127,11 @@ bool call_key(const torch::jit::Stack& stack, size_t first, size_t count, KeyWri
         key->put(static_cast<char>(aligned16(t.const_data_ptr())));
         facts->chip_tensor[i] = true;
       } else if (t.device().is_cpu() && t.dim() == 0) {
-        // A host scalar tensor: the preparation takes its value.
+        // A host scalar tensor: the preparation takes its value, and promotes a wrapped
+        // Python number (`x + 2`) differently from a 0-dim tensor of the same dtype.
         key->put('C');
         key->put(static_cast<int8_t>(t.scalar_type()));
+        key->put(static_cast<char>(t.unsafeGetTensorImpl()->is_wrapped_number()));
         if (c10::isComplexType(t.scalar_type())) return false;
         const c10::Scalar item = t.item();
         if (item.isFloatingPoint()) {
