@@ -240,6 +240,12 @@ torch.add(s1, s1); torch.npu.synchronize()  # one tensor twice: not recorded
 r1 = torch.add(s1, t1); torch.npu.synchronize()  # the same key: Python, recorded
 r2 = torch.add(s1, t1); torch.npu.synchronize()  # replayed with the second argument's own pointer
 result["aliasing"] = [r1.item(), r2.item()]
+torch.set_default_dtype(torch.float64)  # promotion with a Python float reads it: another key
+torch.add(a, b); torch.npu.synchronize()
+torch.set_default_dtype(torch.float32)
+a1, b1 = a.to("npu:1"), b.to("npu:1")  # tensors off the current device: never recorded
+for _ in range(2):
+    torch.add(a1, b1); torch.npu.synchronize()
 result["stats"] = C._fast_triton_stats()
 result["python_calls"] = len(python_calls)
 result["launches"] = ctypes.c_int.in_dll(driver, "launches").value
@@ -296,12 +302,13 @@ def test_npu_replay_from_cpp_through_the_dispatcher(stand_in_driver):
                            "numel": 3000, "constant": 7, "scratch": [0, 0]}
     assert r["matrix"] == [[30, 100], True]
     assert r["aliasing"] == [3.5, 3.5]
-    # Python: the first, [:16], alpha=2, transposed twice, s1 + s1, the first s1 + t1;
+    # Python: the first, [:16], alpha=2, transposed twice, s1 + s1, the first s1 + t1, under
+    # another default dtype (recorded), twice on npu:1 (refused: not the current device);
     # replayed: the second, the 30x100 and the second s1 + t1.
     # sub.Tensor: a launch whose parameter sizes disagree with the kernel's is not recorded
-    assert r["stats"] == {"add.Tensor": {"replayed": 3, "to_python": 7, "recipes": 3},
+    assert r["stats"] == {"add.Tensor": {"replayed": 3, "to_python": 10, "recipes": 4},
                           "sub.Tensor": {"replayed": 0, "to_python": 2, "recipes": 0}}, r["stats"]
-    assert r["python_calls"] == 9 and r["launches"] == 3
+    assert r["python_calls"] == 12 and r["launches"] == 3
     assert r["fallback"] == {"triton": 3}  # the replays count on the op's triton path
     assert r["outside_a_call"][0] is False and "no call" in r["outside_a_call"][1]
 

@@ -13,7 +13,9 @@ new key goes to the Python kernel, registered under a mirror op with the same sc
 (`_impl.launch_pointwise`), the launch is recorded for the key: which parameter is which
 argument's data pointer, the output's, the element count, or a constant.
 
-`TORCHFL_TRITON_CPP_LAUNCH=0` turns it off (every call takes the Python kernel).
+`TORCHFL_TRITON_CPP_LAUNCH=0` turns it off (every call takes the Python kernel). Replays
+do not call Triton's launch hooks: profile with a hook-based tool (proton) with it off;
+torch.profiler sees the replays' `cuLaunchKernel` and their kernels as usual.
 """
 from __future__ import annotations
 

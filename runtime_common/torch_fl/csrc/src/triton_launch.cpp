@@ -6,6 +6,7 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/DefaultDtype.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -65,7 +66,7 @@ const CudaDriver& cuda_driver() {
 }
 
 constexpr size_t kMaxLaunchArgs = 40;
-constexpr size_t kMaxRecipesPerOp = 512;  // keys hold scalar values: an lr schedule makes new ones
+constexpr size_t kMaxRecipesPerOp = 512;
 
 struct Recipe {
   void* function = nullptr;
@@ -88,6 +89,24 @@ struct KeyWriter {
 };
 
 bool aligned16(const void* pointer) { return (reinterpret_cast<uintptr_t>(pointer) & 15) == 0; }
+
+bool host_scalar_dtype(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Float:
+    case c10::ScalarType::Double:
+    case c10::ScalarType::Half:
+    case c10::ScalarType::BFloat16:
+    case c10::ScalarType::Int:
+    case c10::ScalarType::Long:
+    case c10::ScalarType::Bool:
+    case c10::ScalarType::Char:
+    case c10::ScalarType::Byte:
+    case c10::ScalarType::Short:
+      return true;
+    default:
+      return false;
+  }
+}
 
 // What a call's Python preparation depends on, gathered while building its key.
 struct CallFacts {
@@ -128,11 +147,12 @@ bool call_key(const torch::jit::Stack& stack, size_t first, size_t count, KeyWri
         facts->chip_tensor[i] = true;
       } else if (t.device().is_cpu() && t.dim() == 0) {
         // A host scalar tensor: the preparation takes its value, and promotes a wrapped
-        // Python number (`x + 2`) differently from a 0-dim tensor of the same dtype.
+        // Python number (`x + 2`) differently from a 0-dim tensor of the same dtype. Only
+        // the dtypes the kernels take by value (_impl._DT); others stay on the Python path.
+        if (!host_scalar_dtype(t.scalar_type())) return false;
         key->put('C');
         key->put(static_cast<int8_t>(t.scalar_type()));
         key->put(static_cast<char>(t.unsafeGetTensorImpl()->is_wrapped_number()));
-        if (c10::isComplexType(t.scalar_type())) return false;
         const c10::Scalar item = t.item();
         if (item.isFloatingPoint()) {
           key->put(item.toDouble());
@@ -163,6 +183,10 @@ bool call_key(const torch::jit::Stack& stack, size_t first, size_t count, KeyWri
     }
   }
   if (facts->device_source == nullptr) return false;
+  // Type promotion with a Python float (and a float result of integer inputs) takes
+  // torch's default dtype.
+  key->put('D');
+  key->put(static_cast<int8_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
   const int64_t n = facts->shape_source ? facts->shape_source->numel() : 1;
   if (n == 0) return false;
   key->put('N');
@@ -189,6 +213,7 @@ struct PendingCall {
   CallFacts facts;
   std::vector<int64_t> out_shape;
   const c10::TensorImpl* first_argument;  // an in-place op's output
+  bool recordable;                         // false: a call without a key (nothing is recorded for it)
   int records = 0;
   std::optional<Recipe> recipe;
   PendingCall* previous;
@@ -229,28 +254,31 @@ class FastTritonKernel final : public c10::OperatorKernel {
       }
     }
     to_python_.fetch_add(1, std::memory_order_relaxed);
-    if (!keyed) {
-      mirror_.callBoxed(stack);
-      return;
-    }
-    PendingCall call{this, std::move(key.bytes), std::move(facts), {}, nullptr, 0, std::nullopt, pending_call};
+    // Even a call without a key is a pending call: a launch it makes must not be taken as
+    // that of a fronted call it is nested in.
+    PendingCall call{this, std::move(key.bytes), std::move(facts), {}, nullptr, keyed, 0, std::nullopt,
+                     pending_call};
     if (call.facts.shape_source) call.out_shape = call.facts.shape_source->sizes().vec();
     const c10::IValue& first_value = (*stack)[first];
     if (first_value.isTensor()) call.first_argument = first_value.toTensor().unsafeGetTensorImpl();
     call.facts.shape_source = call.facts.device_source = nullptr;  // the stack is consumed by the call
     pending_call = &call;
     try {
-      mirror_.callBoxed(stack);
+      // Straight to the mirror's chip kernel (the Python one): the keys above it (autograd,
+      // ADInplaceOrView) already ran for the aten op, and the mirror registers none.
+      mirror_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
     } catch (...) {
       pending_call = call.previous;
       throw;
     }
     pending_call = call.previous;
+    if (!keyed) return;
     if (call.records == 1 && call.recipe) {
       std::unique_lock<std::shared_mutex> lock(mutex_);
-      if (recipes_.size() < kMaxRecipesPerOp) {
-        recipes_.emplace(std::move(call.key), std::make_shared<const Recipe>(std::move(*call.recipe)));
-      }
+      // Keys hold scalar values (an lr schedule makes new ones): a full cache starts over
+      // rather than sending every later key to Python; the keys in use are recorded again.
+      if (recipes_.size() >= kMaxRecipesPerOp) recipes_.clear();
+      recipes_.emplace(std::move(call.key), std::make_shared<const Recipe>(std::move(*call.recipe)));
     }
   }
 
@@ -355,6 +383,7 @@ bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t functio
     return false;
   };
   if (call == nullptr) return refuse("no call of a C++-fronted op is in progress on this thread");
+  if (!call->recordable) return refuse("the call has no key (an argument outside what a replay handles)");
   if (++call->records > 1) return refuse("the call launched more than one kernel");
   if (function == 0 || threads <= 0 || threads > 1024 || shared_bytes < 0 || elements_per_program <= 0) {
     return refuse("launch configuration out of range");
@@ -363,6 +392,9 @@ bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t functio
   if (!out.defined() || !out.is_contiguous() || out.device().type() != c10::DeviceType::PrivateUse1) {
     return refuse("the output is not a contiguous chip tensor");
   }
+  // The kernel was loaded for the current device; a replay requires the tensors' device
+  // to be current, so the two must agree.
+  if (out.device().index() != current_device()) return refuse("the tensors are not on the current device");
   if (inplace ? out.unsafeGetTensorImpl() != call->first_argument : !out.sizes().equals(call->out_shape)) {
     return refuse("the output is not the one a replay would make");
   }
