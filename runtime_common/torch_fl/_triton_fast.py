@@ -56,6 +56,8 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
         return set(), [], why
     import torch
 
+    from .triton_ops import _impl
+
     namespace = f"torchfl_{chip}_triton"
     definitions = torch.library.Library(namespace, "DEF")
     implementations = torch.library.Library(namespace, "IMPL")
@@ -71,18 +73,12 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
         mirror = op.replace(".", "_")
         definitions.define(mirror + text[len(prefix) - 1:])
         arg_names = [argument.name for argument in schema.arguments]
-        inplace = _inplace(op)
+        inplace = _impl._POINTWISE[op][1] == "inplace"
         implementations.impl(mirror, _recording(kernel_of(op), arg_names, inplace, backend), "PrivateUse1")
         backend._register_fast_triton_op(name, overload, f"{namespace}::{mirror}")
         fronted.add(op)
     log.debug("torch_fl: %s: %d pointwise op(s) launched from C++", chip, len(fronted))
     return fronted, [definitions, implementations], ""
-
-
-def _inplace(op: str) -> bool:
-    from .triton_ops import _impl
-
-    return _impl._POINTWISE[op][1] == "inplace"
 
 
 def _recording(kernel: Callable, arg_names: list[str], inplace: bool, backend) -> Callable:
@@ -162,8 +158,3 @@ def _argument_indices(value, args, kwargs, positions) -> list[int]:
     found = [i for i, argument in enumerate(args) if argument is value]
     found += [positions.get(name, -1) for name, argument in kwargs.items() if argument is value]
     return found if -1 not in found else [-1, -1]  # a keyword outside the schema: refused
-
-
-def stats(backend) -> dict:
-    """Per fronted op: calls replayed in C++, calls sent to Python, keys recorded."""
-    return dict(backend._fast_triton_stats()) if hasattr(backend, "_fast_triton_stats") else {}

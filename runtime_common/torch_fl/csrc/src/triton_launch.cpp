@@ -203,12 +203,9 @@ bool call_key(const torch::jit::Stack& stack, size_t first, size_t count, KeyWri
               text ? text : "unknown error", " (CUDA error ", status, "; TORCHFL_TRITON_CPP_LAUNCH=0 launches from Python)");
 }
 
-class FastTritonKernel;
-
 // The call a FastTritonKernel sent to the Python kernel, on this thread: what the
 // recording needs to check the launch against. Nested calls stack (`previous`).
 struct PendingCall {
-  FastTritonKernel* kernel;
   std::string key;
   CallFacts facts;
   std::vector<int64_t> out_shape;
@@ -219,6 +216,8 @@ struct PendingCall {
   PendingCall* previous;
 };
 thread_local PendingCall* pending_call = nullptr;
+
+class FastTritonKernel;
 
 std::mutex& kernels_mutex() {
   static auto* m = new std::mutex();
@@ -256,8 +255,7 @@ class FastTritonKernel final : public c10::OperatorKernel {
     to_python_.fetch_add(1, std::memory_order_relaxed);
     // Even a call without a key is a pending call: a launch it makes must not be taken as
     // that of a fronted call it is nested in.
-    PendingCall call{this, std::move(key.bytes), std::move(facts), {}, nullptr, keyed, 0, std::nullopt,
-                     pending_call};
+    PendingCall call{std::move(key.bytes), std::move(facts), {}, nullptr, keyed, 0, std::nullopt, pending_call};
     if (call.facts.shape_source) call.out_shape = call.facts.shape_source->sizes().vec();
     const c10::IValue& first_value = (*stack)[first];
     if (first_value.isTensor()) call.first_argument = first_value.toTensor().unsafeGetTensorImpl();
@@ -286,8 +284,6 @@ class FastTritonKernel final : public c10::OperatorKernel {
     std::shared_lock<std::shared_mutex> lock(mutex_);
     return {op_, replayed_.load(), to_python_.load(), static_cast<int64_t>(recipes_.size())};
   }
-
-  const std::string& op() const { return op_; }
 
  private:
   bool replay(const Recipe& recipe, torch::jit::Stack* stack, size_t first, size_t count, const CallFacts& facts) {
