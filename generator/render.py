@@ -36,6 +36,7 @@ PRIVATEUSE1_FILES = (
     ("package/spec.py.j2", "{pkg}/spec.py"),
     ("tests/conftest.py.j2", "tests/conftest.py"),
     ("tests/test_device.py.j2", "tests/test_device.py"),
+    ("tests/test_torch_api.py.j2", "tests/test_torch_api.py"),
     ("tests/test_vendor_ops.py.j2", "tests/test_vendor_ops.py"),
     ("tests/test_opinfo.py.j2", "tests/test_opinfo.py"),
 )

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import warnings
 
 import pytest
 import torch
@@ -57,14 +56,18 @@ def test_autocast_outside_the_block_is_off():
     assert (a @ a).dtype == torch.float32
 
 
-def test_unlisted_dtype_is_an_error_not_a_warning():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")   # torch's own path would only warn "Disabling autocast"
-        with pytest.raises(RuntimeError, match=r"autocast on npu does not support torch.float32: "
-                                               r"specs/npu.yaml lists amp.dtypes torch.float16, torch.bfloat16"):
-            torch.autocast(NPU, dtype=torch.float32)
-        with pytest.raises(RuntimeError, match="autocast on npu does not support torch.float64"):
-            torch_fl.amp.autocast(NPU, dtype=torch.float64)
+def test_unlisted_dtype_torch_warns_and_disables_torch_fl_refuses():
+    # torch.autocast on a custom device warns and runs without autocast (as torch does for
+    # every PrivateUse1 backend); torch_fl's own autocast refuses the dtype outright.
+    a = torch.ones(4, 4, device=NPU)
+    with pytest.warns(UserWarning, match=r"In npu autocast, but the target dtype is not supported\. "
+                                         r"Disabling autocast\.\nnpu Autocast only supports dtypes of "
+                                         r"torch\.float16, torch\.bfloat16"):
+        with torch.autocast(NPU, dtype=torch.float32):
+            assert not torch.is_autocast_enabled(NPU)
+            assert (a @ a).dtype == torch.float32
+    with pytest.raises(RuntimeError, match="autocast on npu does not support torch.float64"):
+        torch_fl.amp.autocast(NPU, dtype=torch.float64)
 
 
 def test_torch_fl_amp_takes_the_current_device():

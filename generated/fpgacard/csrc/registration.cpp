@@ -9,6 +9,7 @@
 #include <torch_fl/fallback.h>
 #include <torch_fl/guard.h>
 #include <torch_fl/hooks.h>
+#include <torch_fl/host_allocator.h>
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
@@ -18,6 +19,8 @@ namespace {
 C10_REGISTER_GUARD_IMPL(PrivateUse1, torch_fl::DeviceGuardImpl);
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &torch_fl::CachingDeviceAllocator::instance());
+
+REGISTER_HOST_ALLOCATOR(c10::DeviceType::PrivateUse1, &torch_fl::PinnedHostAllocator::instance());
 
 const bool hooks_registered = [] {
   at::RegisterPrivateUse1HooksInterface(new torch_fl::PrivateUse1Hooks());

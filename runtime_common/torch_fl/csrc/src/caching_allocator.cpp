@@ -136,6 +136,7 @@ class DeviceCache {
     const auto types = pool_stat_types(small);
     block->allocated = true;
     block->requested = requested;
+    live_.insert(block);
     increase(stats_.allocation, types, 1);
     increase(stats_.allocated_bytes, types, block->size);
     increase(stats_.active, types, 1);
@@ -148,6 +149,7 @@ class DeviceCache {
     std::lock_guard<std::mutex> lock(mutex_);
     TORCH_INTERNAL_ASSERT(block->allocated, "torch_fl allocator: double free");
     block->allocated = false;
+    live_.erase(block);
     const auto types = pool_stat_types(block->small);
     decrease(stats_.allocation, types, 1);
     decrease(stats_.allocated_bytes, types, block->size);
@@ -173,6 +175,38 @@ class DeviceCache {
   DeviceStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
     return stats_;
+  }
+
+  void set_fraction(double fraction) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fraction_ = fraction;
+    total_bytes_ = 0;  // asked of the driver on the next allocation
+  }
+
+  double fraction() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return fraction_;
+  }
+
+  // Every segment: its blocks walked from the segment's first block (prev == nullptr).
+  void snapshot(std::vector<CachingDeviceAllocator::SegmentInfo>& out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::set<Block*> firsts;
+    for (BlockPool* pool : {&small_blocks_, &large_blocks_}) {
+      for (Block* block : *pool) firsts.insert(first_of(block));
+    }
+    for (Block* block : allocated_blocks()) firsts.insert(first_of(block));
+    for (Block* first : firsts) {
+      CachingDeviceAllocator::SegmentInfo segment{device_, first->stream, reinterpret_cast<size_t>(first->ptr), 0, 0,
+                                                  first->small, {}};
+      for (Block* block = first; block; block = block->next) {
+        segment.total_size += block->size;
+        if (block->allocated) segment.allocated_size += block->size;
+        segment.blocks.push_back({reinterpret_cast<size_t>(block->ptr), block->size,
+                                  block->allocated ? block->requested : 0, block->allocated});
+      }
+      out.push_back(std::move(segment));
+    }
   }
 
   void reset_accumulated() {
@@ -201,6 +235,26 @@ class DeviceCache {
             &stats_.inactive_split_bytes, &stats_.requested_bytes};
   }
 
+  static Block* first_of(Block* block) {
+    while (block->prev) block = block->prev;
+    return block;
+  }
+
+  const std::unordered_set<Block*>& allocated_blocks() const { return live_; }
+
+  size_t reserved() const {
+    return static_cast<size_t>(stats_.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current);
+  }
+
+  size_t allowed_bytes() {
+    if (total_bytes_ == 0) {
+      size_t free_bytes = 0;
+      DeviceScope scope(device_);
+      if (!Driver::instance().ok(driver().mem_get_info(&free_bytes, &total_bytes_))) total_bytes_ = 0;
+    }
+    return static_cast<size_t>(fraction_ * static_cast<double>(total_bytes_));
+  }
+
   static bool should_split(const Block* block, size_t size) {
     const size_t remaining = block->size - size;
     return block->small ? remaining >= kMinBlockSize : remaining > kSmallSize;
@@ -222,6 +276,7 @@ class DeviceCache {
 
   Block* allocate_segment(BlockPool& pool, c10::StreamId stream, size_t size, size_t requested) {
     const size_t bytes = segment_size(size);
+    if (fraction_ < 1.0 && reserved() + bytes > allowed_bytes()) return nullptr;  // over the fraction: OOM
     void* ptr = nullptr;
     auto& d = Driver::instance();
     int status;
@@ -376,7 +431,10 @@ class DeviceCache {
                      " of which ", format_size(free_bytes), " is free. Of the memory in use, ",
                      format_size(allocated), " is allocated by PyTorch, and ",
                      format_size(reserved > allocated ? reserved - allocated : 0),
-                     " is reserved by PyTorch but unallocated (the cache was emptied and the allocation retried).");
+                     " is reserved by PyTorch but unallocated (the cache was emptied and the allocation retried).",
+                     fraction_ < 1.0 ? " This process may reserve only " + std::to_string(fraction_) +
+                                           " of the device's memory (set_per_process_memory_fraction)."
+                                     : std::string());
   }
 
   c10::DeviceIndex device_;
@@ -384,7 +442,10 @@ class DeviceCache {
   BlockPool small_blocks_;
   BlockPool large_blocks_;
   std::vector<std::pair<void*, Block*>> pending_;
+  std::unordered_set<Block*> live_;  // allocated blocks (for snapshots)
   DeviceStats stats_;
+  double fraction_ = 1.0;
+  size_t total_bytes_ = 0;
 };
 
 namespace {
@@ -489,6 +550,20 @@ c10::DeviceIndex CachingDeviceAllocator::device_of(void* ptr) {
     if (it != live_blocks.end()) return it->second->device;
   }
   return current_device();
+}
+
+void CachingDeviceAllocator::set_memory_fraction(double fraction, c10::DeviceIndex device) {
+  TORCH_CHECK(fraction >= 0.0 && fraction <= 1.0, "invalid fraction ", fraction, ": it must be between 0 and 1");
+  cache(device).set_fraction(fraction);
+}
+
+double CachingDeviceAllocator::memory_fraction(c10::DeviceIndex device) { return cache(device).fraction(); }
+
+std::vector<CachingDeviceAllocator::SegmentInfo> CachingDeviceAllocator::snapshot() {
+  std::vector<SegmentInfo> segments;
+  if (!initialized()) return segments;
+  for (auto& cache : caches_) cache->snapshot(segments);
+  return segments;
 }
 
 void CachingDeviceAllocator::free_block(void* block_ptr) {

@@ -6,6 +6,7 @@
 #include <torch_fl/streams.h>
 
 #include <ATen/EmptyTensor.h>
+#include <algorithm>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -361,6 +362,21 @@ at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage storage, int
   return at::cpu::set_(self, storage, storage_offset, size, stride);
 }
 
+// A plain dense tensor of the chip or of a device c10 counts as dense (CPU, CUDA, ...).
+bool is_plain_dense(const at::Tensor& t) {
+  constexpr auto wrappers = c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::Functionalize});
+  return t.layout() == c10::kStrided && t.key_set().has(c10::DispatchKey::Dense) && !t.key_set().has_any(wrappers);
+}
+
+// Module.to(chip) and `param.data = chip_tensor` keep the Parameter object (and so weights
+// tied between modules) only when torch finds the two tensors shallow-copy compatible. c10
+// answers that for its own dense backends only; every PrivateUse1 backend must answer it.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  if (self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set())) return true;
+  return is_plain_dense(self) && is_plain_dense(from) &&
+         (self.device().is_privateuseone() || from.device().is_privateuseone());
+}
+
 void record_stream(at::Tensor& self, c10::Stream stream) {
   CachingDeviceAllocator::instance().recordStream(self.storage().data_ptr(), stream);
 }
@@ -371,6 +387,11 @@ void set_device_copy_kernel(DeviceCopyKernel kernel) { device_copy_kernel = kern
 
 void set_supported_dtypes(std::vector<c10::ScalarType> dtypes, std::string spec, std::string listed) {
   dtype_policy() = DtypePolicy{std::move(dtypes), std::move(spec), std::move(listed)};
+}
+
+bool dtype_supported(c10::ScalarType dtype) {
+  const auto& supported = dtype_policy().supported;
+  return supported.empty() || std::find(supported.begin(), supported.end(), dtype) != supported.end();
 }
 
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
@@ -416,6 +437,7 @@ void register_core_ops(torch::Library& m) {
   m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_source_storage_offset));
   m.impl("record_stream", TORCH_FN(record_stream));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 }
 
 }  // namespace torch_fl

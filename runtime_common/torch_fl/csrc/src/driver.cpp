@@ -2,6 +2,7 @@
 #include <torch_fl/fallback.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -53,7 +54,17 @@ bool Driver::try_load() noexcept {
   }
 }
 
+void Driver::mark_forked() { instance().forked_ = true; }
+
+void Driver::raise_bad_fork() const {
+  TORCH_CHECK(false, "Cannot re-initialize ", description_.chip, " in forked subprocess: the parent used the chip ",
+              "before fork(), and its driver's threads and streams do not exist in the child. To use ",
+              description_.chip, " with multiprocessing, use the 'spawn' start method ",
+              "(multiprocessing.set_start_method('spawn'), DataLoader(multiprocessing_context='spawn'))");
+}
+
 void Driver::ensure_loaded() {
+  if (C10_UNLIKELY(forked_)) raise_bad_fork();
   if (loaded_) return;
   std::lock_guard<std::mutex> lock(load_mutex);
   if (loaded_) return;
@@ -131,11 +142,13 @@ void Driver::ensure_loaded() {
   } catch (const c10::Error& error) {
     failed(error.what_without_backtrace());
   }
+  // A child forked from here on inherits a loaded driver without its threads.
+  pthread_atfork(nullptr, nullptr, &Driver::mark_forked);
   loaded_ = true;
 }
 
 const DriverApi& Driver::api() {
-  if (C10_UNLIKELY(!loaded_)) ensure_loaded();
+  if (C10_UNLIKELY(!loaded_ || forked_)) ensure_loaded();
   return api_;
 }
 

@@ -244,6 +244,22 @@ void boxed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "aten::", key, " is not supported on chip '", policy.chip,
                                 "' (spec ", policy.spec, "): no vendor kernel, and ", hint.str());
   }
+  // An op torch implements only for GPUs (e.g. the fused RNN cells) has no CPU kernel: the
+  // CPU step cannot run it, and torch's own error would not name the chip or the spec.
+  if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) {
+    std::ostringstream where;
+    if (named) {
+      where << policy.spec << ":" << route->second.line << " routes it to " << chain_text(chain);
+    } else {
+      where << "it takes the chip's default chain " << chain_text(chain) << " (" << policy.spec << ")";
+    }
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "aten::", key, " is not supported on chip '", policy.chip, "' (spec ",
+                                policy.spec, "): no vendor kernel",
+                                contains(chain, "triton") ? ", no Triton kernel (torch_fl.triton_ops: " +
+                                                                triton_status() + ")" : std::string(),
+                                ", and torch has no CPU kernel for it, so the CPU step cannot run it; ", where.str(),
+                                ". Give it a vendor kernel under `ops:` (`", key, ": {kernel: <name>}`)");
+  }
   if (strict()) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "strict fallback mode: aten::", key, " would fall back to the CPU on chip '",
                                 policy.chip, "' (spec ", policy.spec,

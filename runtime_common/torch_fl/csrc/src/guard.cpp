@@ -1,4 +1,5 @@
 #include <torch_fl/caching_allocator.h>
+#include <torch_fl/core_ops.h>
 #include <torch_fl/driver.h>
 #include <torch_fl/guard.h>
 #include <torch_fl/streams.h>
@@ -111,5 +112,16 @@ void DeviceGuardImpl::synchronizeDevice(const c10::DeviceIndex device_index) con
 void DeviceGuardImpl::recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const {
   CachingDeviceAllocator::instance().recordStream(data_ptr, stream);
 }
+
+#if __has_include(<c10/core/DeviceCapability.h>)
+c10::DeviceCapability DeviceGuardImpl::getDeviceCapability(c10::Device) const {
+  c10::DeviceCapability capability;
+#define TORCH_FL_SET_DTYPE(_, name) \
+  capability.capability_data.supported_scalar_types.has_##name = dtype_supported(c10::ScalarType::name);
+  AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(TORCH_FL_SET_DTYPE)
+#undef TORCH_FL_SET_DTYPE
+  return capability;
+}
+#endif
 
 }  // namespace torch_fl

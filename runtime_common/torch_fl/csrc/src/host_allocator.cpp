@@ -1,5 +1,6 @@
 #include <torch_fl/driver.h>
 #include <torch_fl/host_allocator.h>
+#include <torch_fl/streams.h>
 
 #include <cstring>
 #include <map>
@@ -21,6 +22,7 @@ std::unordered_map<void*, size_t> all_blocks;  // every block the driver gave us
 // or `x.pin_memory().to(dev, non_blocking=True)` on a temporary could be overwritten.
 std::unordered_map<void*, std::vector<void*>> block_events;
 std::vector<std::pair<void*, size_t>> freed_in_flight;  // freed blocks with copies pending
+at::HostStats stats;  // torch's host allocator statistics, kept under `mutex`
 
 void* block_of(const void* ptr) {
   for (const auto& [base, size] : all_blocks) {
@@ -78,6 +80,8 @@ void free_pinned(void* ptr) {
   } else {
     freed_in_flight.emplace_back(ptr, it->second);
   }
+  stats.active_requests.decrease(1);
+  stats.active_bytes.decrease(it->second);
   live.erase(it);
 }
 
@@ -101,8 +105,13 @@ c10::DataPtr PinnedHostAllocator::allocate(size_t nbytes) {
   } else {
     TORCH_FL_DRIVER_CHECK(driver().host_malloc(&ptr, size));
     all_blocks[ptr] = size;
+    stats.num_host_alloc += 1;
+    stats.allocations.increase(1);
+    stats.allocated_bytes.increase(size);
   }
   live[ptr] = size;
+  stats.active_requests.increase(1);
+  stats.active_bytes.increase(size);
   return c10::DataPtr(ptr, ptr, &free_pinned, c10::Device(c10::kCPU));
 }
 
@@ -129,12 +138,43 @@ void PinnedHostAllocator::record_copy(const void* ptr, void* native_stream) {
 
 void PinnedHostAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex);
+  if (all_blocks.empty()) return;  // nothing was ever pinned: no driver to ask
   reclaim_finished_blocks();
   for (auto& [size, ptr] : cached) {
     driver().host_free(ptr);
     all_blocks.erase(ptr);
+    stats.num_host_free += 1;
+    stats.allocations.decrease(1);
+    stats.allocated_bytes.decrease(size);
   }
   cached.clear();
+}
+
+bool PinnedHostAllocator::record_event(void* ptr, void* /*ctx*/, c10::Stream stream) {
+  if (!is_pinned(ptr)) return false;
+  record_copy(ptr, native_stream(stream));
+  return true;
+}
+
+at::HostStats PinnedHostAllocator::get_stats() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return stats;
+}
+
+void PinnedHostAllocator::reset_accumulated_stats() {
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto* stat : {&stats.active_requests, &stats.active_bytes, &stats.allocations, &stats.allocated_bytes}) {
+    stat->reset_accumulated();
+  }
+  stats.num_host_alloc = 0;
+  stats.num_host_free = 0;
+}
+
+void PinnedHostAllocator::reset_peak_stats() {
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto* stat : {&stats.active_requests, &stats.active_bytes, &stats.allocations, &stats.allocated_bytes}) {
+    stat->reset_peak();
+  }
 }
 
 }  // namespace torch_fl

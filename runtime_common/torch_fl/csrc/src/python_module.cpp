@@ -102,6 +102,7 @@ void bind_backend(py::module_& m) {
     return Driver::instance().try_load() ? std::string() : Driver::instance().load_error();
   });
   m.def("_is_driver_loaded", [] { return Driver::instance().loaded(); });
+  m.def("_in_bad_fork", [] { return Driver::instance().in_bad_fork(); });
   m.def("_driver_libraries", [] { return Driver::instance().loaded_library_paths(); });
   m.def("_driver_version", [] {
     Driver::instance().ensure_loaded();
@@ -125,6 +126,36 @@ void bind_backend(py::module_& m) {
         [](int device) { CachingDeviceAllocator::instance().resetAccumulatedStats(device); });
   m.def("mem_get_info", [](int device) { return CachingDeviceAllocator::instance().getMemoryInfo(device); });
   m.def("empty_host_cache", [] { PinnedHostAllocator::instance().empty_cache(); });
+  m.def("set_memory_fraction", [](double fraction, int device) {
+    CachingDeviceAllocator::instance().set_memory_fraction(fraction, device);
+  });
+  m.def("memory_fraction", [](int device) { return CachingDeviceAllocator::instance().memory_fraction(device); });
+  // torch.cuda.memory_snapshot()'s segment dictionaries (the fields a generic reader uses).
+  m.def("memory_snapshot", [] {
+    py::list segments;
+    for (const auto& segment : CachingDeviceAllocator::instance().snapshot()) {
+      py::dict s;
+      s["device"] = static_cast<int>(segment.device);
+      s["address"] = segment.address;
+      s["total_size"] = segment.total_size;
+      s["allocated_size"] = segment.allocated_size;
+      s["active_size"] = segment.allocated_size;
+      s["stream"] = segment.stream;
+      s["segment_type"] = segment.small ? "small" : "large";
+      py::list blocks;
+      for (const auto& block : segment.blocks) {
+        py::dict b;
+        b["address"] = block.address;
+        b["size"] = block.size;
+        b["requested_size"] = block.requested;
+        b["state"] = block.allocated ? "active_allocated" : "inactive";
+        blocks.append(b);
+      }
+      s["blocks"] = blocks;
+      segments.append(s);
+    }
+    return segments;
+  });
 
   m.def("default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(device)));

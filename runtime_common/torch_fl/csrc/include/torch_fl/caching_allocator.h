@@ -42,6 +42,25 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   // The device owning an allocation (its base pointer); the current device otherwise.
   c10::DeviceIndex device_of(void* ptr);
 
+  // torch.cuda.set_per_process_memory_fraction: segments beyond `fraction` of the device's
+  // total memory are refused (the cache is freed and the request retried first, then OOM).
+  void set_memory_fraction(double fraction, c10::DeviceIndex device);
+  double memory_fraction(c10::DeviceIndex device);
+
+  // One segment of torch.cuda.memory_snapshot()'s list, and its blocks.
+  struct BlockInfo {
+    size_t address, size, requested;
+    bool allocated;
+  };
+  struct SegmentInfo {
+    c10::DeviceIndex device;
+    c10::StreamId stream;
+    size_t address, total_size, allocated_size;
+    bool small;
+    std::vector<BlockInfo> blocks;
+  };
+  std::vector<SegmentInfo> snapshot();
+
   // Returns a block (internal type) to its device's cache.
   void free_block(void* block);
 

@@ -23,6 +23,7 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
 // The dtypes the spec lists (`dtypes:`): creating a tensor of any other dtype
 // on the chip is refused with an error naming the chip and the spec.
 void set_supported_dtypes(std::vector<c10::ScalarType> dtypes, std::string spec, std::string listed);
+bool dtype_supported(c10::ScalarType dtype);
 
 void register_core_ops(torch::Library& m);
 

@@ -97,6 +97,9 @@ class Driver {
   // Like ensure_loaded, but reports failure as false instead of throwing.
   bool try_load() noexcept;
   bool loaded() const { return loaded_; }
+  // True in a process forked after the parent loaded the driver: the driver's threads and
+  // streams did not survive the fork, so every use raises instead of hanging (as torch.cuda).
+  bool in_bad_fork() const { return forked_; }
   const std::string& load_error() const { return load_error_; }
   // Loads on first use; throws the load error if the driver cannot be loaded.
   const DriverApi& api();
@@ -116,6 +119,9 @@ class Driver {
   DriverDescription description_;
   std::vector<HookBinding> hooks_;
   std::atomic<bool> loaded_{false};
+  std::atomic<bool> forked_{false};
+  static void mark_forked();
+  [[noreturn]] void raise_bad_fork() const;
   std::string load_error_;
   std::vector<std::string> library_paths_;
   std::vector<void*> handles_;

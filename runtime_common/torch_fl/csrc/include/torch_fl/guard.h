@@ -38,6 +38,10 @@ struct DeviceGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeStream(const c10::Stream& stream) const override;
   void synchronizeDevice(const c10::DeviceIndex device_index) const override;
   void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override;
+#if __has_include(<c10/core/DeviceCapability.h>)
+  // torch.accelerator.get_device_capability: the dtypes the spec lists.
+  c10::DeviceCapability getDeviceCapability(c10::Device device) const override;
+#endif
 };
 
 }  // namespace torch_fl

@@ -1,0 +1,225 @@
+"""What every generated chip's device module (`torch.<chip>`) shares with `torch.cuda` beyond
+the basics its template writes: device properties and capability, the device-generic memory
+API (summary, snapshot, per-process fraction, torch.cuda's old names), `torch.<chip>.amp`,
+`StreamContext`, peer access, the default generators, and fork safety.
+
+`extend(module, spec, backend)` adds them to the generated module; they read the chip's name
+and facts from its `spec` and reach the runtime through its extension module `backend`.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import types
+from typing import Any
+
+import torch
+
+__all__ = ["extend"]
+
+
+class DeviceProperties:
+    """`torch.<chip>.get_device_properties(i)`: the fields torch.cuda's object has that a chip
+    can answer. `total_memory` comes from the driver; `major`/`minor` from the spec's
+    `chip.capability` ((0, 0) when the spec declares none); `multi_processor_count` is 0:
+    the driver hooks have no query for it."""
+
+    def __init__(self, name: str, index: int, total_memory: int, major: int, minor: int, chip: str):
+        self.name = name
+        self.index = index
+        self.total_memory = total_memory
+        self.major = major
+        self.minor = minor
+        self.multi_processor_count = 0
+        self.type = chip
+
+    def __repr__(self) -> str:
+        return (f"_{self.type.capitalize()}DeviceProperties(name='{self.name}', major={self.major}, "
+                f"minor={self.minor}, total_memory={self.total_memory // (1024 * 1024)}MB, "
+                f"multi_processor_count={self.multi_processor_count})")
+
+
+def _summary(stats: dict, device: int, chip: str, abbreviated: bool) -> str:
+    """A table of the allocator's statistics in torch.cuda.memory_summary's shape."""
+
+    def size(n: int) -> str:
+        for unit in ("B", "KiB", "MiB", "GiB"):
+            if abs(n) < 1024 or unit == "GiB":
+                return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+            n /= 1024
+        return str(n)
+
+    rows = [("Allocated memory", "allocated_bytes", size), ("Active memory", "active_bytes", size),
+            ("Requested memory", "requested_bytes", size), ("Reserved memory", "reserved_bytes", size),
+            ("Non-releasable memory", "inactive_split_bytes", size), ("Allocations", "allocation", str),
+            ("Active allocs", "active", str), ("Reserved segments", "segment", str)]
+    pools = ("all",) if abbreviated else ("all", "large_pool", "small_pool")
+    line = "=" * 75
+    out = [line, f" {chip.upper()} memory summary, device ID {device}".ljust(75), line,
+           f" {'Metric':<26}| {'Cur Usage':>10} | {'Peak Usage':>10} | {'Tot Alloc':>10} | {'Tot Freed':>10}",
+           "-" * 75]
+    for title, key, fmt in rows:
+        for pool in pools:
+            label = title if pool == "all" else f"   from {pool.replace('_', ' ')}"
+            values = [fmt(stats.get(f"{key}.{pool}.{field}", 0)) for field in ("current", "peak", "allocated", "freed")]
+            out.append(f" {label:<26}| " + " | ".join(f"{v:>10}" for v in values))
+        out.append("-" * 75)
+    out.append(f" Device allocs / frees: {stats.get('num_device_alloc', 0)} / {stats.get('num_device_free', 0)}"
+               f", OOMs: {stats.get('num_ooms', 0)}, alloc retries: {stats.get('num_alloc_retries', 0)}")
+    out.append(line)
+    return "\n".join(out) + "\n"
+
+
+class StreamContext:
+    """`torch.<chip>.StreamContext(stream)`: makes `stream` (and its device) current for the
+    block, like torch.cuda.StreamContext; `None` is a no-op."""
+
+    def __init__(self, module: types.ModuleType, stream: torch.Stream | None):
+        self._module = module
+        self.stream = stream
+        self._previous_stream = None
+        self._previous_device = None
+
+    def __enter__(self):
+        if self.stream is None:
+            return self
+        self._previous_device = self._module.current_device()
+        self._module.set_device(self.stream.device_index)
+        self._previous_stream = self._module.current_stream()
+        self._module.set_stream(self.stream)
+        return self
+
+    def __exit__(self, *exc):
+        if self.stream is None:
+            return False
+        self._module.set_stream(self._previous_stream)
+        self._module.set_device(self._previous_device)
+        return False
+
+
+def _amp_module(chip: str) -> types.ModuleType:
+    """`torch.<chip>.amp`: autocast and GradScaler bound to the chip, as torch.cuda.amp."""
+    amp = types.ModuleType(f"torch.{chip}.amp", f"Automatic mixed precision on {chip} (as torch.cuda.amp).")
+
+    class autocast(torch.amp.autocast_mode.autocast):  # noqa: N801 - torch's name
+        def __init__(self, enabled: bool = True, dtype: torch.dtype | None = None, cache_enabled: bool = True):
+            super().__init__(chip, enabled=enabled, dtype=dtype or torch.get_autocast_dtype(chip),
+                             cache_enabled=cache_enabled)
+
+    class GradScaler(torch.amp.GradScaler):
+        def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                     growth_interval: int = 2000, enabled: bool = True):
+            super().__init__(chip, init_scale=init_scale, growth_factor=growth_factor,
+                             backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
+
+    autocast.__qualname__ = autocast.__name__ = "autocast"
+    GradScaler.__qualname__ = GradScaler.__name__ = "GradScaler"
+    amp.autocast, amp.GradScaler = autocast, GradScaler
+    amp.__all__ = ["autocast", "GradScaler"]
+    return amp
+
+
+def extend(module: types.ModuleType, spec: types.ModuleType, backend: Any) -> None:
+    """Add the shared part of `torch.<chip>` to the generated device `module`."""
+    chip = spec.CHIP
+    capability = tuple(getattr(spec, "CAPABILITY", (0, 0)))
+
+    def get_device_properties(device: Any = None) -> DeviceProperties:
+        index = module._index(device)
+        module._lazy_init()
+        if not 0 <= index < module.device_count():
+            raise AssertionError(f"Invalid device id {index}: {chip} has {module.device_count()} device(s)")
+        _, total = backend.mem_get_info(index)
+        return DeviceProperties(spec.DESCRIPTION, index, int(total), capability[0], capability[1], chip)
+
+    def get_device_capability(device: Any = None) -> tuple[int, int]:
+        properties = get_device_properties(device)
+        return properties.major, properties.minor
+
+    def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+        return _summary(dict(module.memory_stats(device)), module._index(device), chip, abbreviated)
+
+    def memory_snapshot(mempool_id: Any = None) -> list:
+        """Every cached segment with its blocks (torch.cuda.memory_snapshot's segment format)."""
+        if mempool_id is not None:
+            raise NotImplementedError(f"memory pools are not supported on {chip}; call memory_snapshot()")
+        if not module.is_initialized():
+            return []
+        return backend.memory_snapshot()
+
+    def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+        """Cap this process's reserved memory on the device at `fraction` of its total memory:
+        an allocation beyond it frees the cache and retries, then raises torch.OutOfMemoryError."""
+        if not isinstance(fraction, float):
+            raise TypeError("Invalid type for fraction argument, must be `float`")
+        module._lazy_init()
+        backend.set_memory_fraction(fraction, module._index(device))
+
+    def get_per_process_memory_fraction(device: Any = None) -> float:
+        module._lazy_init()
+        return backend.memory_fraction(module._index(device))
+
+    def reset_max_memory_allocated(device: Any = None) -> None:
+        module.reset_peak_memory_stats(device)
+
+    def can_device_access_peer(device: Any, peer_device: Any) -> bool:
+        """True for two distinct devices of the chip: copies between them go device to device
+        through the driver (a driver without a peer path stages them itself)."""
+        first, second = module._index(device), module._index(peer_device)
+        count = module.device_count()
+        for index in (first, second):
+            if not 0 <= index < count:
+                raise AssertionError(f"Invalid device id {index}: {chip} has {count} device(s)")
+        return first != second
+
+    def get_sync_debug_mode() -> int:
+        """Always 0 ("default"): the chip has no synchronization debug mode."""
+        return 0
+
+    def set_sync_debug_mode(debug_mode: int | str) -> None:
+        if debug_mode not in (0, "default"):
+            raise RuntimeError(f"{chip} has no synchronization debug mode: its runtime does not report which "
+                               f"ops synchronize with the host (asked for {debug_mode!r}; only 0/'default')")
+
+    def stream(stream: torch.Stream | None) -> StreamContext:
+        """Make `stream` (and its device) current for the block, like torch.cuda.stream."""
+        return StreamContext(module, stream)
+
+    def _in_bad_fork() -> bool:
+        return bool(backend._in_bad_fork())
+
+    def _after_fork_in_child() -> None:
+        # The child inherits the parent's `_initialized`; the C++ side refuses the driver.
+        module._initialized = False
+
+    functions = dict(
+        get_device_properties=get_device_properties, get_device_capability=get_device_capability,
+        memory_summary=memory_summary, memory_snapshot=memory_snapshot,
+        set_per_process_memory_fraction=set_per_process_memory_fraction,
+        get_per_process_memory_fraction=get_per_process_memory_fraction,
+        reset_max_memory_allocated=reset_max_memory_allocated,
+        reset_max_memory_cached=module.reset_peak_memory_stats,
+        memory_cached=module.memory_reserved, max_memory_cached=module.max_memory_reserved,
+        can_device_access_peer=can_device_access_peer, get_sync_debug_mode=get_sync_debug_mode,
+        set_sync_debug_mode=set_sync_debug_mode, stream=stream, _is_in_bad_fork=_in_bad_fork,
+    )
+    for name, function in functions.items():
+        function.__module__ = module.__name__
+        setattr(module, name, function)
+    module.StreamContext = type("StreamContext", (StreamContext,), {
+        "__init__": lambda self, stream: StreamContext.__init__(self, module, stream),
+        "__module__": module.__name__})
+    module.OutOfMemoryError = torch.OutOfMemoryError
+    module.DeviceProperties = DeviceProperties
+    module.amp = _amp_module(chip)
+    sys.modules[f"{module.__name__}.amp"] = sys.modules[f"torch.{chip}.amp"] = module.amp
+
+    def __getattr__(name: str):
+        if name == "default_generators":  # like torch.cuda's: one per device, created on first use
+            return tuple(module._generator(i) for i in range(module.device_count()))
+        raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
+
+    module.__getattr__ = __getattr__
+    module.__all__ = sorted(set(module.__all__) | {n for n in functions if not n.startswith("_")}
+                            | {"StreamContext", "OutOfMemoryError", "amp", "default_generators"})
+    os.register_at_fork(after_in_child=_after_fork_in_child)
