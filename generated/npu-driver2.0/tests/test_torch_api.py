@@ -19,9 +19,18 @@ FLOAT = torch.float32
 device_module = getattr(torch, CHIP)
 
 
+# With autoload off (a backend installed beside another chip's) a script registers it itself.
+PRELUDE = """
+import os, torch
+if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD") == "0" and not hasattr(torch, 'npu'):
+    import torch_fl_npu
+    torch_fl_npu._register()
+"""
+
+
 def run_script(source: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """`source` in a fresh interpreter (a crash or a hang there fails the test, not the run)."""
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(source)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(source)], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
 
 
@@ -114,12 +123,12 @@ def test_device_properties_and_capability():
 
 def test_memory_summary_snapshot_and_peak_reset():
     device_module.empty_cache()
-    x = torch.empty(1 << 18, dtype=torch.uint8, device=CHIP)
+    x = torch.empty(1 << 16, dtype=FLOAT, device=CHIP)
     summary = device_module.memory_summary()
     assert f"{CHIP.upper()} memory summary, device ID 0" in summary and "Allocated memory" in summary
     segments = [s for s in device_module.memory_snapshot() if s["device"] == x.device.index]
     blocks = [b for s in segments for b in s["blocks"] if b["state"] == "active_allocated"]
-    assert any(b["address"] == x.data_ptr() and b["requested_size"] == x.numel() for b in blocks)
+    assert any(b["address"] == x.data_ptr() and b["requested_size"] == x.numel() * x.element_size() for b in blocks)
     assert all(s["total_size"] == sum(b["size"] for b in s["blocks"]) for s in segments)
     del x
     device_module.reset_max_memory_allocated()
@@ -129,12 +138,13 @@ def test_memory_summary_snapshot_and_peak_reset():
 def test_per_process_memory_fraction():
     total = device_module.mem_get_info(0)[1]
     device_module.empty_cache()
-    device_module.set_per_process_memory_fraction(0.01, 0)
+    device_module.set_per_process_memory_fraction(0.5, 0)
     try:
-        assert device_module.get_per_process_memory_fraction(0) == 0.01
+        assert device_module.get_per_process_memory_fraction(0) == 0.5
+        size = FLOAT.itemsize
         with pytest.raises(torch.OutOfMemoryError, match="set_per_process_memory_fraction"):
-            torch.empty(int(total * 0.02), dtype=torch.uint8, device=f"{CHIP}:0")
-        assert torch.empty(int(total * 0.005), dtype=torch.uint8, device=f"{CHIP}:0").numel() > 0
+            torch.empty(int(total * 0.6) // size, dtype=FLOAT, device=f"{CHIP}:0")
+        assert torch.empty(int(total * 0.1) // size, dtype=FLOAT, device=f"{CHIP}:0").numel() > 0
     finally:
         device_module.set_per_process_memory_fraction(1.0, 0)
     with pytest.raises(RuntimeError, match="between 0 and 1"):
