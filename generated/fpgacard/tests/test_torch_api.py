@@ -110,6 +110,55 @@ def test_empty_host_cache_after_chip_use():
     assert "ok 64.0" in result.stdout
 
 
+def test_serialization_round_trip(tmp_path):
+    # OpenReg's test_serialization: tensors and a module's state on the chip, saved and loaded.
+    x = torch.randn(4, 3).to(FLOAT).to(CHIP)
+    model = nn.Linear(3, 2, dtype=FLOAT).to(CHIP)
+    torch.save({"x": x, "view": x[1:, ::2], "state": model.state_dict()}, tmp_path / "saved.pt")
+    loaded = torch.load(tmp_path / "saved.pt")
+    assert loaded["x"].device == x.device and torch.equal(loaded["x"].cpu(), x.cpu())
+    assert torch.equal(loaded["view"].cpu(), x[1:, ::2].cpu())
+    assert all(t.device.type == CHIP for t in loaded["state"].values())
+    on_cpu = torch.load(tmp_path / "saved.pt", map_location="cpu")
+    assert on_cpu["x"].device.type == "cpu" and torch.equal(on_cpu["x"], x.cpu())
+
+
+def test_storage_of_a_chip_tensor():
+    # OpenReg's test_storage: the untyped storage lives on the chip, is shared by views and resizes there.
+    x = torch.arange(6, dtype=FLOAT).to(CHIP)
+    storage = x.untyped_storage()
+    assert storage.device == x.device and storage.nbytes() == 6 * x.element_size()
+    assert x[2:].untyped_storage().data_ptr() == storage.data_ptr()
+    storage.resize_(12 * x.element_size())
+    assert storage.nbytes() == 12 * x.element_size()
+    assert torch.equal(x.cpu(), torch.arange(6, dtype=FLOAT))
+    assert storage.cpu().device.type == "cpu"
+
+
+def test_backward_from_several_threads():
+    # OpenReg's autograd-thread tests: backwards on the chip from threads of their own.
+    import threading
+
+    errors, results = [], {}
+
+    def run(k):
+        try:
+            w = torch.full((4,), float(k + 1), dtype=FLOAT, device=CHIP, requires_grad=True)
+            (w * w).sum().backward()
+            results[k] = w.grad.cpu()
+        except Exception as error:  # reported below, with the thread's number
+            errors.append((k, repr(error)))
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for k in range(4):
+        assert torch.equal(results[k], torch.full((4,), 2.0 * (k + 1), dtype=FLOAT))
+
+
 def test_device_properties_and_capability():
     properties = device_module.get_device_properties(0)
     assert properties.name == 'Simulated FPGA card (few kernels, no fp64/bf16, host fallback)'

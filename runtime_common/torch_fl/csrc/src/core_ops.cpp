@@ -277,21 +277,10 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size, c10::
   return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
 }
 
-// Grows the storage through the chip's allocator, copying the old bytes on
-// the device (ATen's CPU resize would memcpy device memory on the host).
+// Grows the storage through the chip's allocator (see resize_storage_bytes).
 void grow_storage(const at::Tensor& self, size_t needed) {
-  c10::StorageImpl* storage = self.storage().unsafeGetStorageImpl();
-  if (needed <= storage->nbytes()) return;
-  const c10::DeviceGuard guard(self.device());
-  c10::DataPtr fresh = CachingDeviceAllocator::instance().allocate(needed);
-  const size_t old_bytes = storage->nbytes();
-  if (old_bytes > 0 && storage->data() != nullptr) {
-    const auto stream = current_stream(self.device().index());
-    TORCH_FL_DRIVER_CHECK(driver().memcpy_async(fresh.get(), storage->data(), old_bytes,
-                                                desc().memcpy_device_to_device, native_stream(stream)));
-  }
-  storage->set_data_ptr_noswap(std::move(fresh));
-  storage->set_nbytes(needed);
+  if (needed <= self.storage().nbytes()) return;
+  resize_storage_bytes(self.storage(), needed);
 }
 
 const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
@@ -387,6 +376,23 @@ void set_device_copy_kernel(DeviceCopyKernel kernel) { device_copy_kernel = kern
 
 void set_supported_dtypes(std::vector<c10::ScalarType> dtypes, std::string spec, std::string listed) {
   dtype_policy() = DtypePolicy{std::move(dtypes), std::move(spec), std::move(listed)};
+}
+
+void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
+  c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
+  const c10::Device device = impl->device();
+  const c10::DeviceGuard guard(device);
+  c10::DataPtr fresh = new_bytes > 0 ? CachingDeviceAllocator::instance().allocate(new_bytes)
+                                     : c10::DataPtr(nullptr, device);
+  const size_t kept = std::min(impl->nbytes(), new_bytes);
+  if (kept > 0 && impl->data() != nullptr) {
+    const auto stream = current_stream(device.index());
+    TORCH_FL_DRIVER_CHECK(driver().memcpy_async(fresh.get(), impl->data(), kept, desc().memcpy_device_to_device,
+                                                native_stream(stream)));
+  }
+  impl->set_data_ptr_noswap(std::move(fresh));
+  impl->set_nbytes(new_bytes);
 }
 
 bool dtype_supported(c10::ScalarType dtype) {

@@ -1,4 +1,5 @@
 #include <torch_fl/caching_allocator.h>
+#include <torch_fl/core_ops.h>
 #include <torch_fl/driver.h>
 #include <torch_fl/generator.h>
 #include <torch_fl/hooks.h>
@@ -49,6 +50,10 @@ const at::Generator& PrivateUse1Hooks::getDefaultGenerator(c10::DeviceIndex devi
 
 at::Generator PrivateUse1Hooks::getNewGenerator(c10::DeviceIndex device_index) const {
   return new_generator(device_index);
+}
+
+void PrivateUse1Hooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const {
+  resize_storage_bytes(storage, new_bytes);
 }
 
 }  // namespace torch_fl

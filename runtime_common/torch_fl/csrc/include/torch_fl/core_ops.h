@@ -25,6 +25,10 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
 void set_supported_dtypes(std::vector<c10::ScalarType> dtypes, std::string spec, std::string listed);
 bool dtype_supported(c10::ScalarType dtype);
 
+// A chip storage resized to `new_bytes` through the caching allocator, its first bytes kept
+// (copied on the device, in stream order): resize_ and UntypedStorage.resize_ both use it.
+void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
+
 void register_core_ops(torch::Library& m);
 
 }  // namespace torch_fl

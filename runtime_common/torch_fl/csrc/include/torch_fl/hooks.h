@@ -22,6 +22,7 @@ struct PrivateUse1Hooks final : public at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void* data) const override;
   const at::Generator& getDefaultGenerator(c10::DeviceIndex device_index) const override;
   at::Generator getNewGenerator(c10::DeviceIndex device_index = -1) const override;
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override;
 };
 
 }  // namespace torch_fl
