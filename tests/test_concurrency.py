@@ -1,4 +1,4 @@
-"""The caching allocator under concurrent use, and a long training run whose memory stays flat.
+"""The caching allocator and Triton launches under concurrent use, and a long training run whose memory stays flat.
 
 Eight threads allocate and free at random across streams, each block carrying a canary (a
 value its owner wrote); a block handed to two owners, or reused before another stream's
@@ -122,3 +122,47 @@ def test_training_soak_keeps_memory_flat():
     record_figures("training soak", steps=SOAK_STEPS, allocated_bytes=sorted(set(r["allocated"][warm:])),
                    reserved_bytes_after_warmup=[min(r["reserved"][warm:]), max(r["reserved"][warm:])],
                    loss=[r["losses"][0], r["losses"][-1]])
+
+
+def test_threads_on_both_devices_copy_and_compute_exactly():
+    # One thread per device and side stream, two per device in all: each fills a fresh tensor,
+    # copies it to the other device and checks it there with Triton-routed ops. Triton's
+    # interpreter kept the running launch's grid in process-wide state, so concurrent launches
+    # skipped blocks or failed with "x >= grid_dim[0]" until launches were serialized.
+    proc = run_python("""
+        import json, threading, torch
+        failures, checked = [], [0]
+
+        def worker(k):
+            src, dst = f"npu:{k % 2}", f"npu:{(k + 1) % 2}"
+            torch.npu.set_device(k % 2)
+            stream = torch.npu.Stream()
+            generator = torch.Generator().manual_seed(k)
+            try:
+                for i in range(3):
+                    n = int(torch.randint(20_000, 60_000, (1,), generator=generator))
+                    value = (k * 37 + i) % 251
+                    with torch.npu.stream(stream):
+                        t = torch.full((n,), value, dtype=torch.uint8, device=src)
+                    stream.synchronize()
+                    moved = t.to(dst)
+                    same = moved.eq(value)
+                    negated = moved.to(torch.float32).neg()
+                    ok = bool(same.all().item()) and int(same.sum().item()) == n
+                    ok = ok and bool(negated.eq(-float(value)).all().item()) and bool((moved.cpu() == value).all())
+                    checked[0] += 1
+                    if not ok:
+                        failures.append((k, i, n))
+            except Exception as error:
+                failures.append((k, repr(error)[:200]))
+
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(json.dumps({"failures": failures[:5], "checked": checked[0]}))
+    """, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = last_json_line(proc.stdout)
+    assert r["failures"] == [] and r["checked"] == 12, r

@@ -135,6 +135,9 @@ def available() -> bool:
     if importlib.util.find_spec("triton") is None:
         return False
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        from ._launch import serialize_interpreter
+
+        serialize_interpreter()  # kernels run from several threads (one per device, autograd's)
         return True
     try:
         import torch

@@ -14,7 +14,9 @@ interpreter has no compiled launcher to call.
 """
 from __future__ import annotations
 
+import functools
 import os
+import threading
 
 import torch
 import triton
@@ -93,6 +95,31 @@ class FastKernel:
 
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+_interpreter_lock = threading.RLock()
+
+
+def serialize_interpreter() -> None:
+    """One launch at a time in Triton's interpreter. It keeps the launch being run (its grid,
+    the program id) in process-wide state: two threads launching at once ran with each other's
+    grid, so blocks of a kernel were skipped (a tensor partly written, silently) or the launch
+    failed with `x >= grid_dim[0]` (seen with one thread per npu device). The lock is reentrant:
+    a launch may copy its arguments through the chip, which may launch again."""
+    from triton.runtime import interpreter
+
+    executor = interpreter.GridExecutor
+    if getattr(executor, "_torch_fl_serialized", False):
+        return
+    launch = executor.__call__
+
+    @functools.wraps(launch)
+    def serialized(self, *args, **kwargs):
+        with _interpreter_lock:
+            return launch(self, *args, **kwargs)
+
+    executor.__call__ = serialized
+    executor._torch_fl_serialized = True
 
 
 def install(namespace: dict) -> None:
