@@ -13,7 +13,7 @@ Runs only when asked (conftest.py collects nothing from this file otherwise):
   TORCHFL_OPINFO=sample python -m pytest tests/test_opinfo.py   (TORCHFL_OPINFO_SAMPLE=N OpInfos
       that passed in the last committed sweep, docs/ops/fpgacard.json: a regression check)
   python -m pytest tests/test_opinfo.py -k "add and float32"   (naming the file = full)
-TORCHFL_OPINFO_DTYPES=float32,int64 restricts the dtypes. Each test's outcome and paths are
+TORCHFL_OPINFO_DTYPES=float32,int64 restricts the dtypes; TORCHFL_OPINFO_SHARD=I/N runs one of N parts. Each test's outcome and paths are
 written to TORCHFL_OPINFO_RESULTS (default .torchfl/opinfo-fpgacard.jsonl), for
 `torchfl-gen matrix specs/fpgacard.yaml`.
 """
@@ -117,16 +117,29 @@ def _sample_selection():
     return {(k, d) for k in ranked for d in passing[k]}
 
 
+def _shard():
+    """TORCHFL_OPINFO_SHARD=I/N: the I-th of N interleaved parts of the sweep (0 <= I < N),
+    for running a sweep in N processes, each with its own TORCHFL_OPINFO_RESULTS."""
+    text = os.environ.get("TORCHFL_OPINFO_SHARD", "").strip()
+    if not text:
+        return 0, 1
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
+        raise ValueError(f"TORCHFL_OPINFO_SHARD={text!r}: expected I/N with 0 <= I < N, e.g. 0/4")
+    return int(index), int(count)
+
+
 def _cases():
     from torch.testing._internal.common_methods_invocations import op_db
 
     selection = _sample_selection() if mode() == "sample" else None
+    index, count = _shard()
     cases = []
     for info in op_db:
         for dtype in _dtypes_for(info):
             if selection is None or (_key(info), dtype) in selection:
                 cases.append(pytest.param(info, dtype, id=f"{_key(info)}-{dtype}"))
-    return cases
+    return cases[index::count]
 
 
 CASES = _cases()

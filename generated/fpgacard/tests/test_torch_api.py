@@ -159,6 +159,43 @@ def test_backward_from_several_threads():
         assert torch.equal(results[k], torch.full((4,), 2.0 * (k + 1), dtype=FLOAT))
 
 
+def test_threads_with_side_streams_compute_and_copy_exactly():
+    # One thread per device and side stream (two per device): fill, compute, copy to the
+    # other device where there is one, check exactly. Catches launches that share state
+    # across threads (Triton's interpreter did) and copies unordered against side streams.
+    import threading
+
+    count = device_module.device_count()
+    failures = []
+
+    def run(k):
+        device = k % count
+        other = f"{CHIP}:{(device + 1) % count}"
+        device_module.set_device(device)
+        stream = device_module.Stream()
+        try:
+            for i in range(3):
+                n = 20_000 + 7_919 * (k + 4 * i)
+                value = float((k * 37 + i) % 100)
+                with device_module.stream(stream):
+                    t = torch.full((n,), value, dtype=FLOAT, device=f"{CHIP}:{device}")
+                    negated = t.neg()
+                stream.synchronize()
+                moved = negated.to(other)
+                ok = bool(moved.eq(-value).all().item()) and bool((moved.cpu() == -value).all())
+                if not ok:
+                    failures.append((k, i, n))
+        except Exception as error:  # reported below, with the thread's number
+            failures.append((k, repr(error)[:300]))
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
 def test_device_properties_and_capability():
     properties = device_module.get_device_properties(0)
     assert properties.name == 'Simulated FPGA card (few kernels, no fp64/bf16, host fallback)'
