@@ -172,6 +172,11 @@ def extend(module: types.ModuleType, spec: types.ModuleType, backend: Any) -> No
                 raise AssertionError(f"Invalid device id {index}: {chip} has {count} device(s)")
         return first != second
 
+    def empty_host_cache() -> None:
+        """Return cached pinned host memory to the driver (torch.accelerator.empty_host_cache
+        from torch 2.12 on reaches the same allocator)."""
+        backend.empty_host_cache()
+
     def get_sync_debug_mode() -> int:
         """Always 0 ("default"): the chip has no synchronization debug mode."""
         return 0
@@ -201,6 +206,7 @@ def extend(module: types.ModuleType, spec: types.ModuleType, backend: Any) -> No
         reset_max_memory_cached=module.reset_peak_memory_stats,
         memory_cached=module.memory_reserved, max_memory_cached=module.max_memory_reserved,
         can_device_access_peer=can_device_access_peer, get_sync_debug_mode=get_sync_debug_mode,
+        empty_host_cache=empty_host_cache,
         set_sync_debug_mode=set_sync_debug_mode, stream=stream, _is_in_bad_fork=_in_bad_fork,
     )
     for name, function in functions.items():

@@ -102,7 +102,9 @@ def test_empty_host_cache_after_chip_use():
         x.copy_(pinned, non_blocking=True)
         torch.{CHIP}.synchronize()
         del pinned
-        torch.accelerator.empty_host_cache()
+        torch.{CHIP}.empty_host_cache()
+        if hasattr(torch.accelerator, "empty_host_cache"):  # torch >= 2.12
+            torch.accelerator.empty_host_cache()
         torch.accelerator.empty_cache()
         print("ok", x.sum().item())
     """)
