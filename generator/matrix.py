@@ -138,6 +138,24 @@ class Matrix:
             "untested": counts["untested"],
         }
 
+    def by_dtype(self) -> dict[str, dict[str, int]]:
+        """Per dtype, over the OpInfos tested in it: how many pass (basic), and pass with no
+        CPU fallback in that dtype's run (strict); not-comparable ones count as neither."""
+        figures = {}
+        for dtype in self.dtypes:
+            tested = basic = strict = 0
+            for row in self.rows:
+                result = row.dtypes.get(dtype)
+                if result is None:
+                    continue
+                tested += 1
+                if result["outcome"] == PASS:
+                    basic += 1
+                    on_cpu = any(calls for p in result["paths"].values() for path, calls in p.items() if path == "cpu")
+                    strict += not on_cpu
+            figures[dtype] = {"tested": tested, "basic": basic, "strict": strict}
+        return figures
+
 
 RESUME_NOTE = ("If the test process dies in an op (a crash), rerun the pytest command with "
                "TORCHFL_OPINFO_RESUME=1 until it completes: finished tests are kept and the crashing one is "
@@ -148,7 +166,7 @@ FULL_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "b
 def reproduce_command(spec_source: str, chip: str, dtypes: list[str]) -> str:
     env = "TORCHFL_OPINFO=full"
     if dtypes and set(dtypes) != set(FULL_DTYPES):
-        env += f" TORCHFL_OPINFO_DTYPES={','.join(d for d in FULL_DTYPES if d in dtypes)}"
+        env += f" TORCHFL_OPINFO_DTYPES={','.join(dtypes)}"  # already in FULL_DTYPES order, others after
     return (f"{env} python -m pytest generated/{chip}/tests/test_opinfo.py -q -p no:randomly && "
             f"python -m torchfl_gen matrix {spec_source}")
 
@@ -222,6 +240,10 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _percent(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole:.1f}%" if whole else "-"
+
+
 def render_md(m: Matrix) -> str:
     h = m.headline()
     out = [
@@ -240,6 +262,13 @@ def render_md(m: Matrix) -> str:
         f"- **basic**: {h['basic']} (every tested dtype passes, any path)",
         f"- **strict**: {h['strict']} (every tested dtype passes, no CPU fallback observed)",
         f"- failing: {h['failing']}; not comparable (random/uninitialised output): {h['not_comparable']}",
+        "",
+        "Per dtype (OpInfos tested in that dtype; strict: passed with no CPU fallback in that dtype's run):",
+        "",
+        "| dtype | tested | basic | strict |",
+        "|---|---|---|---|",
+        *(f"| {d} | {f['tested']} | {f['basic']} ({_percent(f['basic'], f['tested'])}) | "
+          f"{f['strict']} ({_percent(f['strict'], f['tested'])}) |" for d, f in m.by_dtype().items()),
         "",
         "| OpInfo | status | dtypes pass | dtypes fail | paths observed | declared |",
         "|---|---|---|---|---|---|",
@@ -309,7 +338,7 @@ def render_html(m: Matrix) -> str:
 def render_json(m: Matrix) -> str:
     data = {
         "chip": m.chip, "spec": m.spec_source, "results": m.results, "recorded": m.recorded, "torch": m.torch,
-        "dtypes": m.dtypes, "reproduce": m.reproduce, "headline": m.headline(),
+        "dtypes": m.dtypes, "reproduce": m.reproduce, "headline": m.headline(), "by_dtype": m.by_dtype(),
         "ops": {row.key: {"status": row.status, "dtypes": row.dtypes, "paths": row.paths,
                           "declared": row.declared} for row in m.rows},
     }
