@@ -94,6 +94,22 @@ def test_forked_child_raises_instead_of_hanging():
     assert "child 0" in result.stdout and "parent [2.0, 2.0]" in result.stdout, result.stdout + result.stderr
 
 
+def test_fork_dataloader_workers_after_chip_use():
+    # Workers forked from a process that used the chip: they never touch it (seeding skips a
+    # chip in a bad fork), batches are pinned in the parent and moved to the chip there.
+    result = run_script(f"""
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        (torch.ones(4, dtype=torch.float32, device="{CHIP}") * 2).cpu()
+        data = TensorDataset(torch.arange(64, dtype=torch.float32).view(32, 2))
+        loader = DataLoader(data, batch_size=8, num_workers=2, multiprocessing_context="fork", pin_memory=True)
+        total = sum(batch.to("{CHIP}").sum().item() for (batch,) in loader)
+        print("total", total)
+    """, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "total 2016.0" in result.stdout, result.stdout + result.stderr
+
+
 def test_empty_host_cache_after_chip_use():
     result = run_script(f"""
         import torch
