@@ -36,6 +36,7 @@ class Chip:
     vendor: str
     integration: str      # "privateuse1" or "native"
     description: str
+    capability: tuple[int, int] = (0, 0)  # MAJOR, MINOR (chip.capability)
 
     @property
     def package(self) -> str:

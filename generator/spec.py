@@ -450,6 +450,10 @@ def _native_errors(doc: YamlDocument, data: dict) -> list[SpecError]:
     out = [doc.error((key,), f"'{key}' does not apply to a native chip ({why})", at="key",
                      hint="remove it, or use integration: privateuse1 to generate a backend")
            for key, why in NATIVE_UNUSED.items() if key in data]
+    chip = data.get("chip")
+    if isinstance(chip, dict) and "capability" in chip:
+        out.append(doc.error(("chip", "capability"), "a native chip's capability comes from its torch build; "
+                             "chip.capability would not be used", at="key", hint="remove it"))
     if "native" not in data:
         return out
     amp = data.get("amp")
@@ -613,6 +617,7 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes,
             vendor=chip["vendor"],
             integration=chip.get("integration", "privateuse1"),
             description=chip.get("description", ""),
+            capability=tuple(int(part) for part in chip.get("capability", "0.0").split(".")),
         ),
         driver=model.Driver(
             libraries=tuple(drv["libraries"]),

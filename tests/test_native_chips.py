@@ -65,6 +65,9 @@ def test_native_spec_errors_are_located():
     assert any("missing required key 'native'" in e for e in no_native), no_native
     lists = _errors(_edit(CUDA_SPEC, "  default: float16\n", "  default: float16\n  fp32_ops: [softmax]\n"))
     assert any("amp.fp32_ops" in e and "torch's own op lists" in e for e in lists), lists
+    capability = _errors(_edit(CUDA_SPEC, "  integration: native\n", "  integration: native\n  capability: \"9.0\"\n"))
+    assert any(e.startswith("specs/x.yaml:") and "chip.capability: a native chip's capability comes from its "
+               "torch build" in e for e in capability), capability
     build = _errors(_edit(HIP_SPEC, "torch_build: hip", "torch_build: rocm"))
     assert any(e.startswith("specs/x.yaml:") and "native.torch_build: invalid value 'rocm' (expected one of: "
                "cuda, hip)" in e for e in build), build

@@ -19,7 +19,8 @@ def npu() -> model.ChipSpec:
 def test_identity_and_source(npu):
     assert npu.spec_version == 1
     assert npu.chip == model.Chip(name="npu", vendor="simnpu", integration="privateuse1",
-                                  description="Simulated NPU (reference chip, runs on any CPU host)")
+                                  description="Simulated NPU (reference chip, runs on any CPU host)",
+                                  capability=(1, 0))
     assert npu.chip.package == "torch_fl_npu"
     assert npu.source == NPU and npu.source.is_absolute()
     assert npu.source_display == str(NPU)
@@ -99,9 +100,10 @@ def test_minimal_spec_defaults(tmp_path):
     minimal = "".join(lines[:start])
     minimal = minimal[:minimal.index("  # Other SDK releases")]  # no driver overlays either
     minimal = edit(("  integration: privateuse1\n", ""), ("  search_paths: [../simnpu/build/lib]\n", ""),
-                   ("  home_env: SIMNPU_HOME\n", ""), text=minimal) + "dtypes: [float32]\n"
+                   ("  home_env: SIMNPU_HOME\n", ""), ("  capability: \"1.0\"\n", ""), text=minimal) + "dtypes: [float32]\n"
     s = load_spec(write(tmp_path, minimal))
     assert s.kernels is None and s.ops == () and s.amp is None
+    assert s.chip.capability == (0, 0)
     assert s.fallback == model.FallbackPolicy(default=("cpu",), warn="once")
     assert s.chip.integration == "privateuse1"
     assert s.driver.search_paths == () and s.driver.home_env is None

@@ -21,8 +21,8 @@ __all__ = ["extend"]
 class DeviceProperties:
     """`torch.<chip>.get_device_properties(i)`: the fields torch.cuda's object has that a chip
     can answer. `total_memory` comes from the driver; `major`/`minor` from the spec's
-    `chip.capability` ((0, 0) when the spec declares none); `multi_processor_count` is 0:
-    the driver hooks have no query for it."""
+    `chip.capability` (0.0 when the spec declares none); `multi_processor_count` is 0: the
+    driver hooks have no query for it."""
 
     def __init__(self, name: str, index: int, total_memory: int, major: int, minor: int, chip: str):
         self.name = name

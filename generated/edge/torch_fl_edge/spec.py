@@ -5,6 +5,8 @@
 CHIP = 'edge'
 VENDOR = 'simnpu'
 DESCRIPTION = 'Simulated edge inference chip (256 MiB, int8/fp16 only)'
+# chip.capability: (MAJOR, MINOR), what get_device_capability() reports
+CAPABILITY = (0, 0)
 INTEGRATION = 'privateuse1'
 SPEC_SOURCE = 'specs/edge.yaml'
 SPEC_SHA256 = '0b18038caae8926a4487efd1503f90a46a20c5d0d452db0791ff5ed6e2abac57'

@@ -5,6 +5,8 @@
 CHIP = 'fpgacard'
 VENDOR = 'simnpu'
 DESCRIPTION = 'Simulated FPGA card (few kernels, no fp64/bf16, host fallback)'
+# chip.capability: (MAJOR, MINOR), what get_device_capability() reports
+CAPABILITY = (0, 0)
 INTEGRATION = 'privateuse1'
 SPEC_SOURCE = 'specs/fpgacard.yaml'
 SPEC_SHA256 = 'd6f4bd196792886865ae4ddf4261f3412361168000f1047d4ff2742148c83d8b'

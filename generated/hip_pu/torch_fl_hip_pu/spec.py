@@ -5,6 +5,8 @@
 CHIP = 'hip_pu'
 VENDOR = 'amd'
 DESCRIPTION = 'AMD GPU through the HIP runtime (libamdhip64), as a generated PrivateUse1 chip'
+# chip.capability: (MAJOR, MINOR), what get_device_capability() reports
+CAPABILITY = (0, 0)
 INTEGRATION = 'privateuse1'
 SPEC_SOURCE = 'specs/hip_pu1.yaml'
 SPEC_SHA256 = '2c05cbc8b6eea9a7d39bd2045c1aa2aef5be85e6850d7921b3438fdfba74af36'

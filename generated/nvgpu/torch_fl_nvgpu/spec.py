@@ -5,6 +5,8 @@
 CHIP = 'nvgpu'
 VENDOR = 'nvidia'
 DESCRIPTION = 'NVIDIA GPU through the CUDA runtime, as a generated PrivateUse1 chip'
+# chip.capability: (MAJOR, MINOR), what get_device_capability() reports
+CAPABILITY = (0, 0)
 INTEGRATION = 'privateuse1'
 SPEC_SOURCE = 'specs/nvgpu.yaml'
 SPEC_SHA256 = '7dc0b5d3f0b439a443318e2f54e2441764692cd9a2eb3c32ee7ce6f1c2f77cda'
