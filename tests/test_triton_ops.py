@@ -940,3 +940,22 @@ def test_zz_every_core_op_exercised():
     # the families (tops.FAMILIES) have their own test files and coverage checks
     missing = sorted(set(tops._CORE_OPS) - EXERCISED)
     assert not missing, f"SUPPORTED_OPS entries not exercised: {missing}"
+
+
+def test_complex_operands_decline_before_any_launch():
+    # Triton has no complex types: a pointwise op on complex tensors declines (the op takes
+    # the next step of its chain) instead of failing inside Triton with "KeyError: 'complex64'".
+    z = torch.randn(8, dtype=torch.complex64).to(DEVICE)
+    with pytest.raises(tops.Unsupported, match="complex64"):
+        tops.kernel_for("exp")(z)
+    with pytest.raises(tops.Unsupported, match="complex64"):
+        tops.kernel_for("reciprocal")(z)
+
+
+def test_flip_moves_complex_elements_as_pairs():
+    z = torch.randn(3, 4, dtype=torch.complex64)
+    for dims in ([0], [1], [0, -1], []):
+        got = tops.kernel_for("flip")(z.to(DEVICE), dims).cpu()
+        assert torch.equal(got, torch.flip(z, dims)), dims
+    scalar = z[1, 2].clone()
+    assert torch.equal(tops.kernel_for("flip")(scalar.to(DEVICE), [0]).cpu(), scalar)

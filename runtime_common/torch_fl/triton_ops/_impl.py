@@ -169,6 +169,9 @@ def launch_pointwise(op: str, out: torch.Tensor, inputs, cdt: int, params=()) ->
     n = out.numel()
     if n == 0:
         return out
+    for value in inputs:  # Triton has no complex types: such a call takes the next chain step
+        if isinstance(value, torch.Tensor) and value.dtype not in _DT:
+            raise Unsupported(f"dtype {value.dtype} is not supported by the Triton kernels")
     dev = out.device
     bits = [_bits(float(v), torch.float64)[0] for v in params] + [0] * (3 - len(params))
     dense = _dense_operands(out, inputs)

@@ -434,6 +434,8 @@ def _value_tensor(value, dtype, device):
 def flip(self, dims):
     nd = self.dim()
     flips = {d % max(nd, 1) for d in dims}
+    if self.is_complex():  # Triton has no complex types: flip the (real, imag) pairs as units
+        return torch.view_as_complex(flip(torch.view_as_real(self), sorted(flips) if nd else []))
     out = I._empty(self.shape, self.dtype, self.device)
     n = self.numel()
     if n == 0:
