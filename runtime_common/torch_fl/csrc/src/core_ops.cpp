@@ -6,6 +6,7 @@
 #include <torch_fl/streams.h>
 
 #include <ATen/EmptyTensor.h>
+#include <c10/util/accumulate.h>
 #include <algorithm>
 #include <mutex>
 #include <utility>
@@ -59,6 +60,12 @@ std::string torch_dtype_name(c10::ScalarType dtype) {
     case c10::kComplexDouble: return "complex128";
     default: return c10::toString(dtype);
   }
+}
+
+// A zero-element byte tensor is how torch views an untyped storage to copy it (torch.save,
+// storage.cpu(), torch.load's map_location): bytes, not values of a dtype, so any chip takes it.
+bool is_storage_byte_view(c10::IntArrayRef size, c10::ScalarType dtype) {
+  return dtype == c10::kByte && c10::multiply_integers(size) == 0;
 }
 
 void check_dtype(c10::ScalarType dtype) {
@@ -244,7 +251,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, desc().chip,
               " supports strided tensors only");
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "only CPU memory can be pinned");
-  check_dtype(c10::dtype_or_default(dtype));
+  if (!is_storage_byte_view(size, c10::dtype_or_default(dtype))) check_dtype(c10::dtype_or_default(dtype));
   const c10::DeviceGuard guard(where);
   return at::detail::empty_generic(size, &CachingDeviceAllocator::instance(), kChipKeys,
                                    c10::dtype_or_default(dtype), memory_format);
@@ -258,7 +265,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, desc().chip,
               " supports strided tensors only");
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "only CPU memory can be pinned");
-  check_dtype(c10::dtype_or_default(dtype));
+  if (!is_storage_byte_view(size, c10::dtype_or_default(dtype))) check_dtype(c10::dtype_or_default(dtype));
   const c10::DeviceGuard guard(where);
   return at::detail::empty_strided_generic(size, stride, &CachingDeviceAllocator::instance(), kChipKeys,
                                            c10::dtype_or_default(dtype));
