@@ -136,7 +136,6 @@ class DeviceCache {
     const auto types = pool_stat_types(small);
     block->allocated = true;
     block->requested = requested;
-    live_.insert(block);
     increase(stats_.allocation, types, 1);
     increase(stats_.allocated_bytes, types, block->size);
     increase(stats_.active, types, 1);
@@ -149,7 +148,6 @@ class DeviceCache {
     std::lock_guard<std::mutex> lock(mutex_);
     TORCH_INTERNAL_ASSERT(block->allocated, "torch_fl allocator: double free");
     block->allocated = false;
-    live_.erase(block);
     const auto types = pool_stat_types(block->small);
     decrease(stats_.allocation, types, 1);
     decrease(stats_.allocated_bytes, types, block->size);
@@ -188,14 +186,16 @@ class DeviceCache {
     return fraction_;
   }
 
-  // Every segment: its blocks walked from the segment's first block (prev == nullptr).
-  void snapshot(std::vector<CachingDeviceAllocator::SegmentInfo>& out) {
+  // Every segment: its blocks walked from the segment's first block (prev == nullptr). The
+  // cached blocks are in the pools, the allocated ones (`allocated`, this device's live blocks)
+  // in the allocator's pointer map.
+  void snapshot(const std::vector<Block*>& allocated, std::vector<CachingDeviceAllocator::SegmentInfo>& out) {
     std::lock_guard<std::mutex> lock(mutex_);
     std::set<Block*> firsts;
     for (BlockPool* pool : {&small_blocks_, &large_blocks_}) {
       for (Block* block : *pool) firsts.insert(first_of(block));
     }
-    for (Block* block : allocated_blocks()) firsts.insert(first_of(block));
+    for (Block* block : allocated) firsts.insert(first_of(block));
     for (Block* first : firsts) {
       CachingDeviceAllocator::SegmentInfo segment{device_, first->stream, reinterpret_cast<size_t>(first->ptr), 0, 0,
                                                   first->small, {}};
@@ -239,8 +239,6 @@ class DeviceCache {
     while (block->prev) block = block->prev;
     return block;
   }
-
-  const std::unordered_set<Block*>& allocated_blocks() const { return live_; }
 
   size_t reserved() const {
     return static_cast<size_t>(stats_.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current);
@@ -442,7 +440,6 @@ class DeviceCache {
   BlockPool small_blocks_;
   BlockPool large_blocks_;
   std::vector<std::pair<void*, Block*>> pending_;
-  std::unordered_set<Block*> live_;  // allocated blocks (for snapshots)
   DeviceStats stats_;
   double fraction_ = 1.0;
   size_t total_bytes_ = 0;
@@ -562,7 +559,12 @@ double CachingDeviceAllocator::memory_fraction(c10::DeviceIndex device) { return
 std::vector<CachingDeviceAllocator::SegmentInfo> CachingDeviceAllocator::snapshot() {
   std::vector<SegmentInfo> segments;
   if (!initialized()) return segments;
-  for (auto& cache : caches_) cache->snapshot(segments);
+  // Held throughout: a live block cannot be freed (and merged away) while its segment is walked.
+  // No other path takes a device cache's mutex and then this one, so the order cannot deadlock.
+  std::lock_guard<std::mutex> lock(live_mutex);
+  std::vector<std::vector<Block*>> allocated(caches_.size());
+  for (const auto& [ptr, block] : live_blocks) allocated[block->device].push_back(block);
+  for (size_t device = 0; device < caches_.size(); ++device) caches_[device]->snapshot(allocated[device], segments);
   return segments;
 }
 
