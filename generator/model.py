@@ -115,6 +115,20 @@ class Argument:
     name: str
     cpp_type: str                       # dispatcher C++ type, e.g. "const at::Tensor &"
 
+    @property
+    def _bare_type(self) -> str:
+        return self.cpp_type.replace(" ", "")
+
+    @property
+    def reads_tensor(self) -> bool:
+        """A tensor the op only reads (an input, possibly optional)."""
+        return self._bare_type in ("constat::Tensor&", "const::std::optional<at::Tensor>&")
+
+    @property
+    def writes_tensor(self) -> bool:
+        """A tensor the op writes (self of an in-place op, an out= argument)."""
+        return self._bare_type == "at::Tensor&"
+
 
 @dataclass(frozen=True)
 class OpSignature:
@@ -129,6 +143,17 @@ class OpSignature:
 
     def call_args(self) -> str:
         return ", ".join(a.name for a in self.arguments)
+
+    def kernel_call_args(self) -> str:
+        """The arguments a vendor kernel is called with. Kernels read raw memory, so an input
+        that is a lazily conjugated or negated view (torch's math bits, which torch lets through
+        to the backend for mm, addmm, bmm, dot, copy_, ...) is materialised first."""
+        return ", ".join(f"torch_fl::resolve_math_bits({a.name})" if a.reads_tensor else a.name
+                         for a in self.arguments)
+
+    @property
+    def written_tensors(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.arguments if a.writes_tensor)
 
 
 @dataclass(frozen=True)

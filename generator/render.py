@@ -128,6 +128,7 @@ class VendorWrapper:
     decl: str            # C++ declaration of the wrapper
     guard_arg: str | None  # the first tensor argument: its device is made current
     call: str            # the kernel call
+    written: tuple[str, ...]  # tensors the kernel writes: refused when they carry a math bit
 
 
 def _guard_arg(op: OpEntry) -> str | None:
@@ -143,9 +144,10 @@ def vendor_wrappers(spec: ChipSpec) -> list[VendorWrapper]:
     assert spec.kernels is not None or not spec.vendor_ops
     for op in spec.vendor_ops:
         name = f"{op.cpp_ident}_vendor"
-        args = op.signature.call_args()
+        args = op.signature.kernel_call_args()
         call = f"{spec.kernels.namespace}::{op.kernel}(torch_fl::StreamArg::current(){', ' if args else ''}{args})"
-        wrappers.append(VendorWrapper(op=op, decl=op.signature.decl(name), guard_arg=_guard_arg(op), call=call))
+        wrappers.append(VendorWrapper(op=op, decl=op.signature.decl(name), guard_arg=_guard_arg(op), call=call,
+                                      written=op.signature.written_tensors))
     return wrappers
 
 

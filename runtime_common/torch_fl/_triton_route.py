@@ -41,6 +41,8 @@ def enable(chip: str, ops: Iterable[str], note_path: Callable[[str, str], None],
 
     def kernel_of(op: str) -> Callable:
         kernel = triton_ops.kernel_for(op)
+        if op.partition(".")[0] in MATH_BITS_REACH:
+            kernel = _resolving_math_bits(op, kernel)
         if on_stream is not None:
             kernel = on_stream(kernel)
         return _counted(op, kernel, note_path, next_step)
@@ -56,6 +58,41 @@ def enable(chip: str, ops: Iterable[str], note_path: Callable[[str, str], None],
     log.debug("torch_fl: %s: %d op(s) routed to the Triton kernels (%s mode)", chip, len(ops), mode)
     launched = f"{len(fronted)} launched from C++" if fronted else f"none launched from C++: {why_not}"
     return [library, *mirrors], f"{len(ops)} op(s) on Triton ({mode}; {launched})"
+
+
+# Ops torch lets through its Conjugate and Negative dispatch keys (the fallthrough lists of
+# ATen's ConjugateFallback.cpp and NegateFallback.cpp): their kernels receive lazily
+# conjugated or negated views and must apply the flags; every other op's inputs arrive resolved.
+MATH_BITS_REACH = frozenset({
+    "dot", "vdot", "mm", "addmm", "addmm_", "bmm", "baddbmm", "baddbmm_", "linalg_solve_triangular",
+    "repeat_interleave", "clone",
+})
+
+
+def _resolving_math_bits(op: str, kernel: Callable) -> Callable:
+    """`kernel` (which reads raw memory) with its tensor inputs' conj/neg flags applied first;
+    a flagged tensor it would write (an in-place self, `out=`) is refused."""
+    import torch
+
+    def flagged(value) -> bool:
+        return isinstance(value, torch.Tensor) and (value.is_conj() or value.is_neg())
+
+    def resolved(value):
+        return value.resolve_conj().resolve_neg() if flagged(value) else value
+
+    in_place = op.partition(".")[0].endswith("_")
+
+    def run(*args, **kwargs):
+        written = [kwargs.get("out")] + ([args[0]] if in_place and args else [])
+        if any(flagged(value) for value in written):
+            raise RuntimeError(f"aten::{op}: the output is a conjugate or negative view (its conj or neg bit "
+                               "is set), which the chip's Triton kernel cannot write; pass a plain tensor "
+                               "(resolve_conj()/resolve_neg()) as the output")
+        args = tuple(value if in_place and i == 0 else resolved(value) for i, value in enumerate(args))
+        kwargs = {key: value if key == "out" else resolved(value) for key, value in kwargs.items()}
+        return kernel(*args, **kwargs)
+
+    return run
 
 
 def _counted(op: str, kernel: Callable, note_path: Callable[[str, str], None],

@@ -3,7 +3,7 @@
 //
 // The edge vendor kernels: one wrapper per `ops:` entry with a
 // kernel. Each counts the call, makes the first tensor's device current and
-// calls the kernel on the current stream.
+// calls the kernel on the current stream with conjugate/negative views resolved.
 #include <torch_fl/core_ops.h>
 #include <torch_fl/fallback.h>
 #include <torch_fl/streams.h>
@@ -37,7 +37,7 @@ at::Tensor add_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, 
   static torch_fl::PathCounter counter("add.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::add(torch_fl::StreamArg::current(), self, other, alpha);
+  return simnpu::ops::add(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other), alpha);
 }
 
 // mul.Tensor(Tensor self, Tensor other) -> Tensor
@@ -45,7 +45,7 @@ at::Tensor mul_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) 
   static torch_fl::PathCounter counter("mul.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mul(torch_fl::StreamArg::current(), self, other);
+  return simnpu::ops::mul(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other));
 }
 
 // relu(Tensor self) -> Tensor
@@ -53,7 +53,7 @@ at::Tensor relu_vendor(const at::Tensor & self) {
   static torch_fl::PathCounter counter("relu", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::relu(torch_fl::StreamArg::current(), self);
+  return simnpu::ops::relu(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self));
 }
 
 // threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor
@@ -61,7 +61,7 @@ at::Tensor threshold_backward_vendor(const at::Tensor & grad_output, const at::T
   static torch_fl::PathCounter counter("threshold_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::threshold_backward(torch_fl::StreamArg::current(), grad_output, self, threshold);
+  return simnpu::ops::threshold_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(self), threshold);
 }
 
 // mm(Tensor self, Tensor mat2) -> Tensor
@@ -69,7 +69,7 @@ at::Tensor mm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   static torch_fl::PathCounter counter("mm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mm(torch_fl::StreamArg::current(), self, mat2);
+  return simnpu::ops::mm(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(mat2));
 }
 
 // addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
@@ -77,7 +77,7 @@ at::Tensor addmm_vendor(const at::Tensor & self, const at::Tensor & mat1, const 
   static torch_fl::PathCounter counter("addmm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::addmm(torch_fl::StreamArg::current(), self, mat1, mat2, beta, alpha);
+  return simnpu::ops::addmm(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(mat1), torch_fl::resolve_math_bits(mat2), beta, alpha);
 }
 
 // sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
@@ -85,13 +85,14 @@ at::Tensor sum_dim_IntList_vendor(const at::Tensor & self, at::OptionalIntArrayR
   static torch_fl::PathCounter counter("sum.dim_IntList", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::sum(torch_fl::StreamArg::current(), self, dim, keepdim, dtype);
+  return simnpu::ops::sum(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), dim, keepdim, dtype);
 }
 
 // fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)
 at::Tensor & fill__Scalar_vendor(at::Tensor & self, const at::Scalar & value) {
   static torch_fl::PathCounter counter("fill_.Scalar", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(self, "fill_.Scalar");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::fill_(torch_fl::StreamArg::current(), self, value);
 }
@@ -100,6 +101,7 @@ at::Tensor & fill__Scalar_vendor(at::Tensor & self, const at::Scalar & value) {
 at::Tensor & zero__vendor(at::Tensor & self) {
   static torch_fl::PathCounter counter("zero_", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(self, "zero_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::zero_(torch_fl::StreamArg::current(), self);
 }
@@ -108,8 +110,9 @@ at::Tensor & zero__vendor(at::Tensor & self) {
 at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_blocking) {
   static torch_fl::PathCounter counter("copy_", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(self, "copy_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::copy_(torch_fl::StreamArg::current(), self, src, non_blocking);
+  return simnpu::ops::copy_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(src), non_blocking);
 }
 
 // `copy_` is not registered as an operator: it serves same-device copies

@@ -285,6 +285,40 @@ def test_amp_submodule():
     assert a.dtype == FLOAT
 
 
+# torch passes conjugated and negated views (lazy flags on a view) through to the backend for
+# a few ops (its Conjugate/Negative fallthrough lists: the matmuls, dot, triangular solve,
+# repeat_interleave, clone, copy_); kernels that read raw memory must apply the flags.
+MATH_BIT_CASES = {
+    "mm": lambda a, b, c: torch.mm(a, b),
+    "addmm": lambda a, b, c: torch.addmm(c, a, b),
+    "bmm": lambda a, b, c: torch.bmm(a.unsqueeze(0), b.unsqueeze(0)),
+    "baddbmm": lambda a, b, c: torch.baddbmm(c.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0)),
+    "dot": lambda a, b, c: torch.dot(a[0], b[:, 0]),
+    "solve_triangular": lambda a, b, c: torch.linalg.solve_triangular(
+        torch.eye(3, dtype=a.dtype, device=a.device) * 4 + a.triu(), b, upper=True),
+    "repeat_interleave_expanded": lambda a, b, c: a[:1].expand(3, 3).repeat_interleave(2, dim=0),
+    "clone_expanded": lambda a, b, c: a[:1].expand(3, 3).clone(),
+}
+
+
+def _math_bit_operands(dtype, flag):
+    generator = torch.Generator().manual_seed(0)
+    a, b, c = (torch.randn(3, 3, generator=generator).to(dtype) for _ in range(3))
+    if dtype.is_complex:
+        a, b, c = (x + 1j * torch.randn(3, 3, generator=generator).to(dtype) for x in (a, b, c))
+    chip = tuple(x.to(CHIP) for x in (a, b, c))
+    return (a, b, c), tuple(flag(x) for x in chip), tuple(flag(x) for x in (a, b, c))
+
+
+@pytest.mark.parametrize("case", sorted(MATH_BIT_CASES))
+def test_negative_views_reach_kernels_resolved(case):
+    _, chip, host = _math_bit_operands(FLOAT, torch._neg_view)
+    assert chip[0].is_neg()
+    expected = MATH_BIT_CASES[case](*host)
+    tolerance = dict(atol=1e-4, rtol=1e-4) if FLOAT == torch.float32 else dict(atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(MATH_BIT_CASES[case](*chip).cpu(), expected.resolve_neg(), **tolerance)
+
+
 def test_op_without_a_cpu_kernel_raises_located_error():
     # aten::_fused_dropout exists for CUDA only: the CPU step of a chain cannot run it.
     x = torch.ones(8, dtype=FLOAT, device=CHIP)

@@ -3,7 +3,7 @@
 //
 // The hip_pu vendor kernels: one wrapper per `ops:` entry with a
 // kernel. Each counts the call, makes the first tensor's device current and
-// calls the kernel on the current stream.
+// calls the kernel on the current stream with conjugate/negative views resolved.
 #include <torch_fl/core_ops.h>
 #include <torch_fl/fallback.h>
 #include <torch_fl/streams.h>

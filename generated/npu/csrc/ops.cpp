@@ -3,7 +3,7 @@
 //
 // The npu vendor kernels: one wrapper per `ops:` entry with a
 // kernel. Each counts the call, makes the first tensor's device current and
-// calls the kernel on the current stream.
+// calls the kernel on the current stream with conjugate/negative views resolved.
 #include <torch_fl/core_ops.h>
 #include <torch_fl/fallback.h>
 #include <torch_fl/streams.h>
@@ -68,15 +68,16 @@ at::Tensor add_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, 
   static torch_fl::PathCounter counter("add.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::add(torch_fl::StreamArg::current(), self, other, alpha);
+  return simnpu::ops::add(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other), alpha);
 }
 
 // add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)
 at::Tensor & add__Tensor_vendor(at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("add_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(self, "add_.Tensor");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::add_(torch_fl::StreamArg::current(), self, other, alpha);
+  return simnpu::ops::add_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other), alpha);
 }
 
 // sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
@@ -84,15 +85,16 @@ at::Tensor sub_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, 
   static torch_fl::PathCounter counter("sub.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::sub(torch_fl::StreamArg::current(), self, other, alpha);
+  return simnpu::ops::sub(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other), alpha);
 }
 
 // sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)
 at::Tensor & sub__Tensor_vendor(at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("sub_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(self, "sub_.Tensor");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::sub_(torch_fl::StreamArg::current(), self, other, alpha);
+  return simnpu::ops::sub_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other), alpha);
 }
 
 // mul.Tensor(Tensor self, Tensor other) -> Tensor
@@ -100,15 +102,16 @@ at::Tensor mul_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) 
   static torch_fl::PathCounter counter("mul.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mul(torch_fl::StreamArg::current(), self, other);
+  return simnpu::ops::mul(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other));
 }
 
 // mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
 at::Tensor & mul__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("mul_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(self, "mul_.Tensor");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mul_(torch_fl::StreamArg::current(), self, other);
+  return simnpu::ops::mul_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other));
 }
 
 // div.Tensor(Tensor self, Tensor other) -> Tensor
@@ -116,47 +119,52 @@ at::Tensor div_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) 
   static torch_fl::PathCounter counter("div.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::div(torch_fl::StreamArg::current(), self, other);
+  return simnpu::ops::div(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other));
 }
 
 // div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
 at::Tensor & div__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("div_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(self, "div_.Tensor");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::div_(torch_fl::StreamArg::current(), self, other);
+  return simnpu::ops::div_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other));
 }
 
 // add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)
 at::Tensor & add_out_vendor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, at::Tensor & out) {
   static torch_fl::PathCounter counter("add.out", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(out, "add.out");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::add_out(torch_fl::StreamArg::current(), self, other, alpha, out);
+  return simnpu::ops::add_out(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other), alpha, out);
 }
 
 // sub.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)
 at::Tensor & sub_out_vendor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, at::Tensor & out) {
   static torch_fl::PathCounter counter("sub.out", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(out, "sub.out");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::sub_out(torch_fl::StreamArg::current(), self, other, alpha, out);
+  return simnpu::ops::sub_out(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other), alpha, out);
 }
 
 // mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
 at::Tensor & mul_out_vendor(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   static torch_fl::PathCounter counter("mul.out", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(out, "mul.out");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mul_out(torch_fl::StreamArg::current(), self, other, out);
+  return simnpu::ops::mul_out(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other), out);
 }
 
 // div.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
 at::Tensor & div_out_vendor(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   static torch_fl::PathCounter counter("div.out", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(out, "div.out");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::div_out(torch_fl::StreamArg::current(), self, other, out);
+  return simnpu::ops::div_out(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other), out);
 }
 
 // relu(Tensor self) -> Tensor
@@ -164,13 +172,14 @@ at::Tensor relu_vendor(const at::Tensor & self) {
   static torch_fl::PathCounter counter("relu", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::relu(torch_fl::StreamArg::current(), self);
+  return simnpu::ops::relu(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self));
 }
 
 // relu_(Tensor(a!) self) -> Tensor(a!)
 at::Tensor & relu__vendor(at::Tensor & self) {
   static torch_fl::PathCounter counter("relu_", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(self, "relu_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::relu_(torch_fl::StreamArg::current(), self);
 }
@@ -180,7 +189,7 @@ at::Tensor threshold_backward_vendor(const at::Tensor & grad_output, const at::T
   static torch_fl::PathCounter counter("threshold_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::threshold_backward(torch_fl::StreamArg::current(), grad_output, self, threshold);
+  return simnpu::ops::threshold_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(self), threshold);
 }
 
 // mm(Tensor self, Tensor mat2) -> Tensor
@@ -188,7 +197,7 @@ at::Tensor mm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   static torch_fl::PathCounter counter("mm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mm(torch_fl::StreamArg::current(), self, mat2);
+  return simnpu::ops::mm(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(mat2));
 }
 
 // addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
@@ -196,7 +205,7 @@ at::Tensor addmm_vendor(const at::Tensor & self, const at::Tensor & mat1, const 
   static torch_fl::PathCounter counter("addmm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::addmm(torch_fl::StreamArg::current(), self, mat1, mat2, beta, alpha);
+  return simnpu::ops::addmm(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(mat1), torch_fl::resolve_math_bits(mat2), beta, alpha);
 }
 
 // convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor
@@ -204,7 +213,7 @@ at::Tensor convolution_vendor(const at::Tensor & input, const at::Tensor & weigh
   static torch_fl::PathCounter counter("convolution", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(input));
-  return simnpu::ops::convolution(torch_fl::StreamArg::current(), input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+  return simnpu::ops::convolution(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(input), torch_fl::resolve_math_bits(weight), torch_fl::resolve_math_bits(bias), stride, padding, dilation, transposed, output_padding, groups);
 }
 
 // convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)
@@ -212,7 +221,7 @@ at::Tensor convolution_vendor(const at::Tensor & input, const at::Tensor & weigh
   static torch_fl::PathCounter counter("convolution_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::convolution_backward(torch_fl::StreamArg::current(), grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask);
+  return simnpu::ops::convolution_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(input), torch_fl::resolve_math_bits(weight), bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask);
 }
 
 // max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
@@ -220,7 +229,7 @@ at::Tensor convolution_vendor(const at::Tensor & input, const at::Tensor & weigh
   static torch_fl::PathCounter counter("max_pool2d_with_indices", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::max_pool2d_with_indices(torch_fl::StreamArg::current(), self, kernel_size, stride, padding, dilation, ceil_mode);
+  return simnpu::ops::max_pool2d_with_indices(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), kernel_size, stride, padding, dilation, ceil_mode);
 }
 
 // max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor
@@ -228,7 +237,7 @@ at::Tensor max_pool2d_with_indices_backward_vendor(const at::Tensor & grad_outpu
   static torch_fl::PathCounter counter("max_pool2d_with_indices_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::max_pool2d_with_indices_backward(torch_fl::StreamArg::current(), grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices);
+  return simnpu::ops::max_pool2d_with_indices_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(self), kernel_size, stride, padding, dilation, ceil_mode, torch_fl::resolve_math_bits(indices));
 }
 
 // _adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
@@ -236,7 +245,7 @@ at::Tensor _adaptive_avg_pool2d_vendor(const at::Tensor & self, at::IntArrayRef 
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::adaptive_avg_pool2d(torch_fl::StreamArg::current(), self, output_size);
+  return simnpu::ops::adaptive_avg_pool2d(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), output_size);
 }
 
 // _adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor
@@ -244,7 +253,7 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::adaptive_avg_pool2d_backward(torch_fl::StreamArg::current(), grad_output, self);
+  return simnpu::ops::adaptive_avg_pool2d_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(self));
 }
 
 // native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)
@@ -252,7 +261,7 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
   static torch_fl::PathCounter counter("native_batch_norm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(input));
-  return simnpu::ops::batch_norm(torch_fl::StreamArg::current(), input, weight, bias, running_mean, running_var, training, momentum, eps);
+  return simnpu::ops::batch_norm(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(input), torch_fl::resolve_math_bits(weight), torch_fl::resolve_math_bits(bias), torch_fl::resolve_math_bits(running_mean), torch_fl::resolve_math_bits(running_var), training, momentum, eps);
 }
 
 // native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)
@@ -260,7 +269,7 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
   static torch_fl::PathCounter counter("native_batch_norm_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
-  return simnpu::ops::batch_norm_backward(torch_fl::StreamArg::current(), grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask);
+  return simnpu::ops::batch_norm_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_out), torch_fl::resolve_math_bits(input), torch_fl::resolve_math_bits(weight), torch_fl::resolve_math_bits(running_mean), torch_fl::resolve_math_bits(running_var), torch_fl::resolve_math_bits(save_mean), torch_fl::resolve_math_bits(save_invstd), train, eps, output_mask);
 }
 
 // _log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
@@ -268,7 +277,7 @@ at::Tensor _log_softmax_vendor(const at::Tensor & self, int64_t dim, bool half_t
   static torch_fl::PathCounter counter("_log_softmax", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::log_softmax(torch_fl::StreamArg::current(), self, dim, half_to_float);
+  return simnpu::ops::log_softmax(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), dim, half_to_float);
 }
 
 // _log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor
@@ -276,7 +285,7 @@ at::Tensor _log_softmax_backward_data_vendor(const at::Tensor & grad_output, con
   static torch_fl::PathCounter counter("_log_softmax_backward_data", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::log_softmax_backward(torch_fl::StreamArg::current(), grad_output, output, dim, input_dtype);
+  return simnpu::ops::log_softmax_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(output), dim, input_dtype);
 }
 
 // nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)
@@ -284,7 +293,7 @@ at::Tensor _log_softmax_backward_data_vendor(const at::Tensor & grad_output, con
   static torch_fl::PathCounter counter("nll_loss_forward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::nll_loss_forward(torch_fl::StreamArg::current(), self, target, weight, reduction, ignore_index);
+  return simnpu::ops::nll_loss_forward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(target), torch_fl::resolve_math_bits(weight), reduction, ignore_index);
 }
 
 // nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor
@@ -292,7 +301,7 @@ at::Tensor nll_loss_backward_vendor(const at::Tensor & grad_output, const at::Te
   static torch_fl::PathCounter counter("nll_loss_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::nll_loss_backward(torch_fl::StreamArg::current(), grad_output, self, target, weight, reduction, ignore_index, total_weight);
+  return simnpu::ops::nll_loss_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(target), torch_fl::resolve_math_bits(weight), reduction, ignore_index, torch_fl::resolve_math_bits(total_weight));
 }
 
 // sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
@@ -300,7 +309,7 @@ at::Tensor sum_dim_IntList_vendor(const at::Tensor & self, at::OptionalIntArrayR
   static torch_fl::PathCounter counter("sum.dim_IntList", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::sum(torch_fl::StreamArg::current(), self, dim, keepdim, dtype);
+  return simnpu::ops::sum(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), dim, keepdim, dtype);
 }
 
 // mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
@@ -308,13 +317,14 @@ at::Tensor mean_dim_vendor(const at::Tensor & self, at::OptionalIntArrayRef dim,
   static torch_fl::PathCounter counter("mean.dim", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mean(torch_fl::StreamArg::current(), self, dim, keepdim, dtype);
+  return simnpu::ops::mean(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), dim, keepdim, dtype);
 }
 
 // fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)
 at::Tensor & fill__Scalar_vendor(at::Tensor & self, const at::Scalar & value) {
   static torch_fl::PathCounter counter("fill_.Scalar", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(self, "fill_.Scalar");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::fill_(torch_fl::StreamArg::current(), self, value);
 }
@@ -323,6 +333,7 @@ at::Tensor & fill__Scalar_vendor(at::Tensor & self, const at::Scalar & value) {
 at::Tensor & zero__vendor(at::Tensor & self) {
   static torch_fl::PathCounter counter("zero_", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(self, "zero_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::zero_(torch_fl::StreamArg::current(), self);
 }
@@ -331,8 +342,9 @@ at::Tensor & zero__vendor(at::Tensor & self) {
 at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_blocking) {
   static torch_fl::PathCounter counter("copy_", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(self, "copy_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::copy_(torch_fl::StreamArg::current(), self, src, non_blocking);
+  return simnpu::ops::copy_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(src), non_blocking);
 }
 
 // cat(Tensor[] tensors, int dim=0) -> Tensor
@@ -346,6 +358,7 @@ at::Tensor cat_vendor(const at::ITensorListRef & tensors, int64_t dim) {
 at::Tensor & normal__vendor(at::Tensor & self, double mean, double std, ::std::optional<at::Generator> generator) {
   static torch_fl::PathCounter counter("normal_", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(self, "normal_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::normal_(torch_fl::StreamArg::current(), self, mean, std, generator);
 }
@@ -354,6 +367,7 @@ at::Tensor & normal__vendor(at::Tensor & self, double mean, double std, ::std::o
 at::Tensor & uniform__vendor(at::Tensor & self, double from, double to, ::std::optional<at::Generator> generator) {
   static torch_fl::PathCounter counter("uniform_", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(self, "uniform_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::uniform_(torch_fl::StreamArg::current(), self, from, to, generator);
 }
@@ -362,6 +376,7 @@ at::Tensor & uniform__vendor(at::Tensor & self, double from, double to, ::std::o
 at::Tensor & random__vendor(at::Tensor & self, ::std::optional<at::Generator> generator) {
   static torch_fl::PathCounter counter("random_", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(self, "random_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::random_(torch_fl::StreamArg::current(), self, generator);
 }
@@ -370,6 +385,7 @@ at::Tensor & random__vendor(at::Tensor & self, ::std::optional<at::Generator> ge
 at::Tensor & random__from_vendor(at::Tensor & self, int64_t from, ::std::optional<int64_t> to, ::std::optional<at::Generator> generator) {
   static torch_fl::PathCounter counter("random_.from", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(self, "random_.from");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::random_from(torch_fl::StreamArg::current(), self, from, to, generator);
 }
@@ -378,6 +394,7 @@ at::Tensor & random__from_vendor(at::Tensor & self, int64_t from, ::std::optiona
 at::Tensor & random__to_vendor(at::Tensor & self, int64_t to, ::std::optional<at::Generator> generator) {
   static torch_fl::PathCounter counter("random_.to", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(self, "random_.to");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   return simnpu::ops::random_to(torch_fl::StreamArg::current(), self, to, generator);
 }
@@ -386,6 +403,7 @@ at::Tensor & random__to_vendor(at::Tensor & self, int64_t to, ::std::optional<at
 at::Tensor & randperm_generator_out_vendor(int64_t n, ::std::optional<at::Generator> generator, at::Tensor & out) {
   static torch_fl::PathCounter counter("randperm.generator_out", torch_fl::FallbackPath::vendor);
   counter.hit();
+  torch_fl::check_no_math_bits(out, "randperm.generator_out");
   const c10::OptionalDeviceGuard guard(at::device_of(out));
   return simnpu::ops::randperm_out(torch_fl::StreamArg::current(), n, generator, out);
 }

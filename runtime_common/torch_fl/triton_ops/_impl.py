@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import struct
+import itertools
 import threading
 from typing import Callable, NamedTuple
 
@@ -166,12 +167,10 @@ def _operand(v, device) -> torch.Tensor:
 def launch_pointwise(op: str, out: torch.Tensor, inputs, cdt: int, params=()) -> torch.Tensor:
     """out = op(*inputs) elementwise; inputs are broadcast (by strides) to out's shape.
     `params` (up to 3 Python numbers) are the op's scalar parameters, passed exactly."""
+    _check_kernel_dtypes(inputs, out.dtype, out)
     n = out.numel()
     if n == 0:
         return out
-    for value in inputs:  # Triton has no complex types: such a call takes the next chain step
-        if isinstance(value, torch.Tensor) and value.dtype not in _DT:
-            raise Unsupported(f"dtype {value.dtype} is not supported by the Triton kernels")
     dev = out.device
     bits = [_bits(float(v), torch.float64)[0] for v in params] + [0] * (3 - len(params))
     dense = _dense_operands(out, inputs)
@@ -302,8 +301,22 @@ def _shape_of(operands):
 _FILLS = {"fill_one": 1, "fill_zero": 0}  # results that do not depend on the values
 
 
+def _check_kernel_dtypes(operands, result_dtype, out=None):
+    """Decline (Unsupported: the call takes the next chain step) before anything is
+    allocated when an operand, the result or the given output has a dtype the kernels lack:
+    Triton has no complex types. Checked first, so that even a zero-element call, which
+    launches nothing, never returns a result in a substitute dtype."""
+    dtypes = [v.dtype for v in operands if isinstance(v, torch.Tensor)] + [result_dtype]
+    if out is not None:
+        dtypes.append(out.dtype)
+    for dtype in dtypes:
+        if dtype not in _DT:
+            raise Unsupported(f"dtype {dtype} is not supported by the Triton kernels")
+
+
 def _pw_run(prep, args, kwargs, mode, out=None):
     op, operands, rdt, cdt, *params = prep(*args, **kwargs)
+    _check_kernel_dtypes(operands, rdt, out)
     shape = _shape_of(operands)
     if mode == "func":
         dev = _device_of(*operands)
@@ -1328,7 +1341,14 @@ def index_select_out(self, dim, index, *, out):
 
 
 def _acc_dtype(dt):
-    return torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
+    """The dtype an atomic accumulation runs in: Triton's atomic add has no 8- or 16-bit
+    integer (or bool) form, so those accumulate in int32 and wrap on the way back, as
+    ATen's own int8 sums do; 16-bit floats accumulate in float32."""
+    if dt in (torch.float16, torch.bfloat16):
+        return torch.float32
+    if dt in (torch.int8, torch.uint8, torch.int16, torch.bool):
+        return torch.int32
+    return dt
 
 
 def _scatter_add_impl(self, dim, index, src, out):
@@ -1816,9 +1836,36 @@ def make_kernel(op_name: str) -> Callable:
     return wrap_kernel(op_name, fn)
 
 
+# Kernels that take complex tensors (as pairs of reals: Triton has no complex types).
+_COMPLEX_AWARE = frozenset({"_fft_c2c", "_fft_c2c.out", "_fft_r2c", "_fft_r2c.out", "_fft_c2r", "_fft_c2r.out",
+                            "conj_physical.out", "conj_physical_", "flip"})
+
+
+def _kernel_dtypes(args, kwargs):
+    """The dtypes of a call's tensors (also inside lists), of its `dtype=` argument and of
+    its complex Python scalars."""
+    for value in itertools.chain(args, kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            yield value.dtype
+        elif isinstance(value, (list, tuple)):
+            yield from (v.dtype for v in value if isinstance(v, torch.Tensor))
+        elif isinstance(value, torch.dtype):
+            yield value
+        elif isinstance(value, complex):
+            yield torch.complex128
+
+
 def wrap_kernel(op_name: str, fn: Callable) -> Callable:
-    """`fn` named after the op and carrying the aten schema's signature."""
+    """`fn` named after the op and carrying the aten schema's signature. A call with a
+    tensor or `dtype=` the kernels lack (complex, outside _COMPLEX_AWARE) is declined before
+    the kernel runs, so no kernel answers it in a substitute dtype."""
+    checked = op_name not in _COMPLEX_AWARE
+
     def kernel(*args, **kwargs):
+        if checked:
+            for dtype in _kernel_dtypes(args, kwargs):
+                if dtype not in _DT:
+                    raise Unsupported(f"dtype {dtype} is not supported by the Triton kernels")
         return fn(*args, **kwargs)
 
     kernel.__name__ = "triton_" + op_name.replace(".", "_")

@@ -535,8 +535,6 @@ def _index_add_impl(self, dim, index, source, alpha, out):
     x = I._atleast1d(self)
     dim = dim % x.dim()
     acc_dt = I._acc_dtype(self.dtype)
-    if self.dtype == torch.bool:
-        raise Unsupported("index_add on bool")
     acc = I.copy_into(I._empty(x.shape, acc_dt, self.device), x)
     s = I._atleast1d(source)
     if alpha != 1:

@@ -513,11 +513,13 @@ def _zeta(x, q):
     a, b, s, k = _zeta_term(a, b, s, x, k, w, -4.5979787224074726105e15)
     a, b, s, k = _zeta_term(a, b, s, x, k, w, 1.8152105401943546773e17)
     a, b, s, k = _zeta_term(a, b, s, x, k, w, -7.1661652561756670113e18)
-    s = tl.where(x == 1.0, float("inf"), s)
-    s = tl.where(x < 1.0, float("nan"), s)
+    # Cephes' special cases, applied last-checked first so that its order wins:
+    # x == 1 -> inf, then x < 1 -> nan, then a pole at q a non-positive integer.
     qint = tl.floor(q) == q
-    s = tl.where((q <= 0) & qint, float("inf"), s)
     s = tl.where((q <= 0) & (~qint) & (tl.floor(x) != x), float("nan"), s)
+    s = tl.where((q <= 0) & qint, float("inf"), s)
+    s = tl.where(x < 1.0, float("nan"), s)
+    s = tl.where(x == 1.0, float("inf"), s)
     return s
 
 

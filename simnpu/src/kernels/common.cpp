@@ -52,6 +52,34 @@ Tensor meta(const Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), at::TensorOptions().dtype(dtype).device(at::kMeta));
 }
 
+namespace {
+int promotion_category(at::ScalarType t) {
+  if (t == at::kBool) return 0;
+  if (at::isIntegralType(t, /*includeBool=*/false)) return 1;
+  if (at::isFloatingType(t)) return 2;
+  return 3;
+}
+}  // namespace
+
+Tensor meta_operand(const Tensor& t, const Tensor& peer) {
+  // A wrapped number of a category no higher than its peer's takes part in promotion only
+  // by its category (a 0-dim float16 tensor times 0.5 stays float16), which meta() above
+  // loses when the peer is 0-dim too: it gets the peer's dtype instead.
+  if (t.defined() && peer.defined() && t.unsafeGetTensorImpl()->is_wrapped_number() &&
+      !peer.unsafeGetTensorImpl()->is_wrapped_number() &&
+      promotion_category(t.scalar_type()) <= promotion_category(peer.scalar_type())) {
+    return at::empty_strided(t.sizes(), t.strides(), at::TensorOptions().dtype(peer.scalar_type()).device(at::kMeta));
+  }
+  // A wrapped complex number with a floating peer promotes to the peer's complex type
+  // (float16 * 1j is complex32), not to the default one.
+  if (t.defined() && peer.defined() && t.unsafeGetTensorImpl()->is_wrapped_number() &&
+      at::isComplexType(t.scalar_type()) && at::isFloatingType(peer.scalar_type())) {
+    return at::empty_strided(t.sizes(), t.strides(),
+                             at::TensorOptions().dtype(c10::toComplexType(peer.scalar_type())).device(at::kMeta));
+  }
+  return meta(t);
+}
+
 std::optional<Tensor> meta(const std::optional<Tensor>& t) {
   if (!t || !t->defined()) return t;
   return meta(*t);

@@ -44,6 +44,9 @@ TMeta cap(const Tensor& t);
 TMeta cap(const std::optional<Tensor>& t);
 
 // Meta tensor with the sizes/strides/dtype of t (undefined stays undefined).
+// The meta tensor of binary operand `t` whose other operand is `peer`: promotion of a
+// wrapped Python number kept exact (see common.cpp).
+Tensor meta_operand(const Tensor& t, const Tensor& peer);
 Tensor meta(const Tensor& t);
 std::optional<Tensor> meta(const std::optional<Tensor>& t);
 

@@ -107,7 +107,8 @@ Tensor& random_kernel(simnpuStream_t s, const char* name, Tensor& self,
 Tensor& normal_(simnpuStream_t s, Tensor& self, double mean, double std,
                 std::optional<at::Generator> generator) {
   TORCH_CHECK(std >= 0.0, "simnpu::normal_: expects std >= 0.0, but found std ", std);
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "simnpu::normal_: expected a floating point tensor, got ",
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
+              "simnpu::normal_: expected a floating point or complex tensor, got ",
               self.scalar_type());
   return random_kernel(s, "normal_", self, generator,
                        [mean, std](Tensor& v, at::Generator& g) { v.normal_(mean, std, g); });
@@ -116,7 +117,8 @@ Tensor& normal_(simnpuStream_t s, Tensor& self, double mean, double std,
 Tensor& uniform_(simnpuStream_t s, Tensor& self, double from, double to,
                  std::optional<at::Generator> generator) {
   TORCH_CHECK(from <= to, "simnpu::uniform_: expects from <= to, got from=", from, " to=", to);
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "simnpu::uniform_: expected a floating point tensor, got ",
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
+              "simnpu::uniform_: expected a floating point or complex tensor, got ",
               self.scalar_type());
   return random_kernel(s, "uniform_", self, generator,
                        [from, to](Tensor& v, at::Generator& g) { v.uniform_(from, to, g); });

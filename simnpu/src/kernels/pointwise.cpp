@@ -12,7 +12,7 @@ template <class MetaFn, class OutFn>
 Tensor binary(simnpuStream_t stream, const char* name, const Tensor& self, const Tensor& other,
               MetaFn meta_fn, OutFn out_fn) {
   const Tensor& like = check_devices(name, {&self, &other});
-  Tensor out = alloc_like_meta(meta_fn(meta(self), meta(other)), like);
+  Tensor out = alloc_like_meta(meta_fn(meta_operand(self, other), meta_operand(other, self)), like);
   TMeta a = cap(self), b = cap(other), o = cap(out);
   launch(stream, name, [a, b, o, out_fn] {
     Tensor ov = o.view();
@@ -28,8 +28,12 @@ Tensor& binary_(simnpuStream_t stream, const char* name, Tensor& self, const Ten
   TORCH_CHECK(self.device().type() == c10::DeviceType::PrivateUse1, "simnpu::", name,
               ": self must be a simnpu tensor");
   check_devices(name, {&self, &other});
+  // Checked on the operands themselves: their metas lose what a wrapped number promotes to.
+  const auto result = at::result_type(self, other);
+  TORCH_CHECK(at::canCast(result, self.scalar_type()), "result type ", result,
+              " can't be cast to the desired output type ", self.scalar_type());
   Tensor ms = meta(self);
-  meta_fn(ms, meta(other));
+  meta_fn(ms, meta_operand(other, self));
   bool alias = other.device() == self.device() && other.is_alias_of(self);
   TMeta a = cap(self), b = cap(other);
   launch(stream, name, [a, b, fn, alias] {
@@ -49,7 +53,7 @@ Tensor& binary_out(simnpuStream_t stream, const char* name, const Tensor& self, 
   TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1, "simnpu::", name,
               ": out must be a simnpu tensor");
   check_devices(name, {&self, &other, &out});
-  Tensor m = meta_fn(meta(self), meta(other));
+  Tensor m = meta_fn(meta_operand(self, other), meta_operand(other, self));
   TORCH_CHECK(at::canCast(m.scalar_type(), out.scalar_type()), "simnpu::", name, ": result type ",
               m.scalar_type(), " can't be cast to the desired output type ", out.scalar_type());
   if (out.sizes() != m.sizes()) out.resize_(m.sizes());
@@ -80,12 +84,25 @@ Tensor& add_(simnpuStream_t s, Tensor& self, const Tensor& other, const at::Scal
       s, "add_", self, other, [&](Tensor& a, const Tensor& b) { a.add_(b, alpha); },
       [alpha](Tensor& a, const Tensor& b) { a.add_(b, alpha); });
 }
+// ATen checks this in its CPU and CUDA kernels, not in sub's meta function: checked here
+// before the launch, so that it raises at the call instead of failing on the device.
+static void check_sub_operands(const Tensor& self, const Tensor& other) {
+  TORCH_CHECK(self.scalar_type() != at::kBool || other.scalar_type() != at::kBool,
+              "Subtraction, the `-` operator, with two bool tensors is not supported. "
+              "Use the `^` or `logical_xor()` operator instead.");
+  TORCH_CHECK(self.scalar_type() != at::kBool && other.scalar_type() != at::kBool,
+              "Subtraction, the `-` operator, with a bool tensor is not supported. "
+              "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+}
+
 Tensor sub(simnpuStream_t s, const Tensor& self, const Tensor& other, const at::Scalar& alpha) {
+  check_sub_operands(self, other);
   return binary(
       s, "sub", self, other, [&](const Tensor& a, const Tensor& b) { return at::sub(a, b, alpha); },
       [alpha](Tensor& o, const Tensor& a, const Tensor& b) { at::sub_out(o, a, b, alpha); });
 }
 Tensor& sub_(simnpuStream_t s, Tensor& self, const Tensor& other, const at::Scalar& alpha) {
+  check_sub_operands(self, other);
   return binary_(
       s, "sub_", self, other, [&](Tensor& a, const Tensor& b) { a.sub_(b, alpha); },
       [alpha](Tensor& a, const Tensor& b) { a.sub_(b, alpha); });
@@ -150,6 +167,7 @@ Tensor& add_out(simnpuStream_t s, const Tensor& self, const Tensor& other, const
       [alpha](Tensor& o, const Tensor& a, const Tensor& b) { at::add_out(o, a, b, alpha); });
 }
 Tensor& sub_out(simnpuStream_t s, const Tensor& self, const Tensor& other, const at::Scalar& alpha, Tensor& out) {
+  check_sub_operands(self, other);
   return binary_out(
       s, "sub_out", self, other, out, [&](const Tensor& a, const Tensor& b) { return at::sub(a, b, alpha); },
       [alpha](Tensor& o, const Tensor& a, const Tensor& b) { at::sub_out(o, a, b, alpha); });

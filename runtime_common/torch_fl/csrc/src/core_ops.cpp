@@ -317,7 +317,11 @@ at::Tensor copy_resolving_math_bits(const at::Tensor& src, const at::Tensor& dst
     const bool neg = src.is_neg();
     at::Tensor raw = conj ? src._conj() : src;  // _conj / _neg_view toggle the flag off (views)
     if (neg) raw = raw._neg_view();
-    at::Tensor bytes = at::empty_strided(raw.sizes(), raw.strides(), raw.options().device(at::kCPU));
+    // Same strides as the source, for a byte-for-byte copy, unless they overlap (an
+    // expanded view): a host tensor with overlapping strides cannot be written.
+    at::Tensor bytes = raw.is_non_overlapping_and_dense()
+                           ? at::empty_strided(raw.sizes(), raw.strides(), raw.options().device(at::kCPU))
+                           : at::empty(raw.sizes(), raw.options().device(at::kCPU));
     copy_from(raw, bytes, false);
     if (conj) bytes = bytes._conj();
     if (neg) bytes = bytes._neg_view();
@@ -380,6 +384,12 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
 }  // namespace
 
 void set_device_copy_kernel(DeviceCopyKernel kernel) { device_copy_kernel = kernel; }
+
+void check_no_math_bits(const at::Tensor& written, const char* op) {
+  TORCH_CHECK(!written.is_conj() && !written.is_neg(), "aten::", op,
+              ": the output is a conjugate or negative view (its conj or neg bit is set), which the chip's "
+              "vendor kernel cannot write; pass a plain tensor (resolve_conj()/resolve_neg()) as the output");
+}
 
 void set_supported_dtypes(std::vector<c10::ScalarType> dtypes, std::string spec, std::string listed) {
   dtype_policy() = DtypePolicy{std::move(dtypes), std::move(spec), std::move(listed)};

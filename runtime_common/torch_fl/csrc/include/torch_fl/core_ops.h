@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,18 @@ bool dtype_supported(c10::ScalarType dtype);
 // A chip storage resized to `new_bytes` through the caching allocator, its first bytes kept
 // (copied on the device, in stream order): resize_ and UntypedStorage.resize_ both use it.
 void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
+
+// torch lets a lazily conjugated or negated view (a tensor with the conj or neg bit) through
+// to the backend for a few ops (mm, addmm, bmm, dot, copy_, clone, ...: its Conjugate and
+// Negative fallthrough lists). Kernels read raw memory, so generated vendor wrappers pass
+// their inputs through resolve_math_bits and refuse such a view as an output.
+inline at::Tensor resolve_math_bits(const at::Tensor& t) {
+  return (t.defined() && (t.is_conj() || t.is_neg())) ? t.resolve_conj().resolve_neg() : t;
+}
+inline std::optional<at::Tensor> resolve_math_bits(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? std::optional<at::Tensor>(resolve_math_bits(*t)) : t;
+}
+void check_no_math_bits(const at::Tensor& written, const char* op);
 
 void register_core_ops(torch::Library& m);
 
