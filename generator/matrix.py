@@ -184,7 +184,8 @@ def build_matrix(spec: ChipSpec, records: list[dict], results_name: str,
         row = rows.setdefault(key, OpRow(key))
         paths = {op: {p: int(c) for p, c in by_path.items()} for op, by_path in (record.get("paths") or {}).items()}
         row.dtypes[record["dtype"]] = {"outcome": record["outcome"], "message": record.get("message") or "",
-                                       "paths": {op: dict(sorted(p.items())) for op, p in sorted(paths.items())}}
+                                       "paths": {op: dict(sorted(p.items())) for op, p in sorted(paths.items())},
+                                       "accuracy_rule": [str(w) for w in record.get("accuracy_rule") or []]}
         for op, by_path in paths.items():
             merged = row.paths.setdefault(op, {})
             for path, calls in by_path.items():
@@ -278,6 +279,15 @@ def render_md(m: Matrix) -> str:
         out.append("| " + " | ".join(_md_cell(c) for c in (
             f"`{row.key}`", row.status, ", ".join(row.passed()) or "-", ", ".join(failed) or "-",
             _groups_text(_by_path(row.paths)), _groups_text(_declared_groups(row.declared)))) + " |")
+    accepted = [(row.key, d, r["accuracy_rule"]) for row in m.rows for d, r in sorted(row.dtypes.items())
+                if r["outcome"] == PASS and r.get("accuracy_rule")]
+    if accepted:
+        out += ["", "## Passed by the float64 accuracy rule",
+                "", "Outside the fixed tolerances, but no less accurate than the CPU against a float64 "
+                "computation (docs/ops/README.md, \"How results are compared\"):",
+                "", "| OpInfo | dtype | where |", "|---|---|---|"]
+        for key, dtype, where in accepted:
+            out.append(f"| `{_md_cell(key)}` | {dtype} | {_md_cell(', '.join(where))} |")
     failures = [(row.key, d, r["outcome"], r["message"]) for row in m.rows for d, r in sorted(row.dtypes.items())
                 if r["outcome"] not in (PASS, NOT_COMPARABLE)]
     if failures:

@@ -129,3 +129,17 @@ def test_cli_exit_codes(tmp_path):
     nospec = invoke("matrix", str(tmp_path / "nope.yaml"), "--results", str(bad))
     assert nospec.exit_code == 1
     assert invoke("matrix").exit_code == 2
+
+
+def test_results_passed_by_the_float64_accuracy_rule_are_listed(spec):
+    records = [dict(rec("addbmm", "float32", "pass", {"addbmm": {"triton": 1}}),
+                    accuracy_rule=["sample 0 forward"]),
+               rec("add", "float32", "pass", {"add.Tensor": {"vendor": 1}})]
+    m = matrix_of(spec, records, keys=["add", "addbmm"])
+    text = render_md(m)
+    assert "## Passed by the float64 accuracy rule" in text
+    assert "| `addbmm` | float32 | sample 0 forward |" in text
+    assert "`add` | float32" not in text.split("## Passed by the float64 accuracy rule")[1]
+    data = json.loads(render_json(m))
+    assert data["ops"]["addbmm"]["dtypes"]["float32"]["accuracy_rule"] == ["sample 0 forward"]
+    assert data["ops"]["add"]["dtypes"]["float32"]["accuracy_rule"] == []

@@ -1,0 +1,68 @@
+"""How the generated OpInfo suite compares the chip with the CPU (generated/npu/tests/test_opinfo.py):
+the float64 accuracy rule and index results of unstable sorts."""
+from __future__ import annotations
+
+import importlib.util
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from spec_helpers import ROOT
+
+
+@pytest.fixture(scope="module")
+def suite():
+    path = ROOT / "generated" / "npu" / "tests" / "test_opinfo.py"
+    spec = importlib.util.spec_from_file_location("npu_test_opinfo", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _results():
+    """A float64 reference and two float32 results with independent errors of one size (as two
+    summation orders give): the CPU's and an equally accurate chip's."""
+    generator = torch.Generator().manual_seed(0)
+    reference = torch.randn(256, dtype=torch.float64, generator=generator)
+    noisy = [(reference * (1 + 1e-5 * torch.randn(256, dtype=torch.float64, generator=generator))).float()
+             for _ in range(2)]
+    return reference, noisy[0], noisy[1]
+
+
+def test_rounding_differences_pass_and_wrong_values_do_not(suite):
+    reference, cpu, chip = _results()
+    with pytest.raises(AssertionError):  # outside the fixed float32 tolerances
+        torch.testing.assert_close(chip, cpu, rtol=1.3e-6, atol=1e-5)
+    assert suite.no_less_accurate(chip, cpu, reference)
+    wrong = chip.clone()
+    wrong[17] += 1e-2 * abs(wrong[17].item())
+    assert not suite.no_less_accurate(wrong, cpu, reference)
+    assert not suite.no_less_accurate(chip.double(), cpu, reference)  # dtype differs
+    with_nan = chip.clone()
+    with_nan[3] = float("nan")
+    assert not suite.no_less_accurate(with_nan, cpu, reference)
+
+
+def test_assert_same_uses_the_rule_only_with_a_reference(suite):
+    reference, cpu, chip = _results()
+    with pytest.raises(AssertionError):
+        suite.assert_same(chip.to(suite.CHIP), cpu, "forward")
+    accepted = []
+    suite.assert_same(chip.to(suite.CHIP), cpu, "forward", reference, accepted)
+    assert accepted == ["forward"]
+
+
+def test_unstable_sort_indices_are_compared_by_what_they_select(suite):
+    x = torch.tensor([3, 1, 3, 1, 2, 3], dtype=torch.int8)
+    sample = SimpleNamespace(input=x, args=(), kwargs={})
+    values, cpu_indices = torch.sort(x)
+    chip_indices = torch.tensor([3, 1, 4, 5, 0, 2])  # ties in another order
+    actual = (values.to(suite.CHIP), chip_indices.to(suite.CHIP))
+    chosen, expected = suite.by_selection("sort", sample, actual, (values, cpu_indices), "forward")
+    suite.assert_same(chosen, expected, "forward")
+    with pytest.raises(AssertionError, match="not a permutation"):
+        suite.by_selection("sort", sample, (actual[0], torch.tensor([3, 3, 4, 5, 0, 2]).to(suite.CHIP)),
+                           (values, cpu_indices), "forward")
+    stable = SimpleNamespace(input=x, args=(), kwargs={"stable": True})
+    assert suite.by_selection("sort", stable, actual, (values, cpu_indices), "forward")[0] is actual
