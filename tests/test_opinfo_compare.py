@@ -66,3 +66,19 @@ def test_unstable_sort_indices_are_compared_by_what_they_select(suite):
                            (values, cpu_indices), "forward")
     stable = SimpleNamespace(input=x, args=(), kwargs={"stable": True})
     assert suite.by_selection("sort", stable, actual, (values, cpu_indices), "forward")[0] is actual
+
+
+def test_reduced_index_results_are_compared_by_what_they_select(suite):
+    x = torch.tensor([[2.0, 1.0, 2.0], [5.0, 5.0, 0.0]])
+    sample = SimpleNamespace(input=x, args=(1,), kwargs={})  # median along dim 1
+    values, cpu_indices = torch.median(x, 1)
+    other = torch.tensor([0, 1])  # row 0: the other 2.0; row 1: the other 5.0
+    assert not torch.equal(other, cpu_indices)
+    chosen, expected = suite.by_selection("median", sample, (values.to(suite.CHIP), other.to(suite.CHIP)),
+                                          (values, cpu_indices), "forward")
+    suite.assert_same(chosen, expected, "forward")
+    wrong = torch.tensor([1, 1])  # row 0 selects 1.0, not the median
+    chosen, expected = suite.by_selection("median", sample, (values.to(suite.CHIP), wrong.to(suite.CHIP)),
+                                          (values, cpu_indices), "forward")
+    with pytest.raises(AssertionError):
+        suite.assert_same(chosen, expected, "forward")
