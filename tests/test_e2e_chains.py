@@ -168,3 +168,23 @@ def test_declined_triton_kernel_takes_the_next_step():
     assert "strict fallback mode: aten::nextafter" in r["strict"]
     assert "would fall back to the CPU on chip 'npu'" in r["strict"]
     assert "its Triton kernel declined these inputs: nextafter on torch.float16" in r["strict"]
+
+
+def test_next_step_keeps_python_numbers_wrapped():
+    """A Python kernel gets a wrapped number (the 2.0 of `x * 2.0`) as a Python number; when it
+    declines, the next step must get it back as a wrapped-number tensor: accepted where the
+    schema wants a Tensor, and promoting by category only (a 0-dim float16 stays float16)."""
+    proc = run_python("""
+        import json, torch, torch_fl, torch_fl_npu
+        step = torch_fl_npu._C._next_step
+        z = torch.randn(4, dtype=torch.complex64)
+        half = torch.tensor(1.5, dtype=torch.float16)
+        squared = step("aten::pow", "Tensor_Tensor", z.to("npu"), 2.0)
+        out = {"complex": [str(squared.dtype), torch.allclose(squared.cpu(), z ** 2)],
+               "half": str(step("aten::atan2", "", half.to("npu"), 2.0).dtype),
+               "bool": str(step("aten::pow", "Tensor_Tensor", half.to("npu"), True).dtype)}
+        print(json.dumps(out))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    r = __import__("json").loads(proc.stdout.strip().splitlines()[-1])
+    assert r == {"complex": ["torch.complex64", True], "half": "torch.float16", "bool": "torch.float16"}

@@ -59,9 +59,10 @@ RANDOM = frozenset([
 ])
 
 
-# Ops whose order among equal elements is unspecified unless stable=True: their indices are
-# compared by what they select (and as a permutation), not number for number.
-TIES_UNORDERED = frozenset(["sort", "argsort"])
+# Ops whose indices are unspecified among equal elements (sorts unless stable=True): their
+# indices are compared by the input values they select (a sort's also as a permutation), not
+# number for number. Value: the position of `dim` among the sample's args.
+TIES_UNORDERED = {"sort": 0, "argsort": 0, "topk": 1, "kthvalue": 1, "median": 0, "nanmedian": 0, "mode": 0}
 
 
 def allowed_paths(op):
@@ -192,7 +193,8 @@ def assert_same_metadata(actual, expected, where):
     assert len(actual) == len(expected), f"{where}: {len(actual)} results, expected {len(expected)}"
     for i, (a, e) in enumerate(zip(actual, expected)):
         if isinstance(e, torch.Tensor):
-            assert isinstance(a, torch.Tensor) and a.device.type == CHIP, f"{where}[{i}]: not a tensor on the chip"
+            wanted = CHIP if e.device.type == "cpu" else e.device.type  # as in assert_same
+            assert isinstance(a, torch.Tensor) and a.device.type == wanted, f"{where}[{i}]: not a tensor on {wanted}"
             assert (a.shape, a.dtype, a.stride()) == (e.shape, e.dtype, e.stride()), \
                 f"{where}[{i}]: {tuple(a.shape)} {a.dtype} {a.stride()} != {tuple(e.shape)} {e.dtype} {e.stride()}"
 
@@ -213,7 +215,10 @@ def assert_same(actual, expected, where="output", reference=None, accepted=None)
         assert isinstance(actual, torch.Tensor), f"{where}: {type(actual).__name__}, not a tensor"
         if expected.layout != torch.strided:
             expected, actual = expected.to_dense(), actual.to_dense()
-        assert actual.device.type == CHIP, f"{where}: result on {actual.device}, not on the chip"
+        # A sample that names a device other than the CPU (a `*_like` with device="cuda", where
+        # torch sees a GPU) asks for that device on both runs; every other result is the chip's.
+        wanted = CHIP if expected.device.type == "cpu" else expected.device.type
+        assert actual.device.type == wanted, f"{where}: result on {actual.device}, not on {wanted}"
         rtol, atol = TOLERANCES.get(expected.dtype, (0, 0))
         try:
             torch.testing.assert_close(actual.detach().cpu(), expected.detach(), rtol=rtol, atol=atol,
@@ -321,19 +326,31 @@ def _alarm(signum, frame):
 
 
 def by_selection(name, sample, actual, expected, where):
-    """(actual, expected) of an unstable sort with each index tensor replaced by the input
-    values it selects, after checking that the chip's indices permute each row."""
+    """(actual, expected) with each index tensor of a TIES_UNORDERED op replaced by the input
+    values it selects, after checking that a sort's indices permute each row."""
     x = sample.input
-    if name not in TIES_UNORDERED or sample.kwargs.get("stable") or x.dim() == 0:
+    if name not in TIES_UNORDERED or sample.kwargs.get("stable") or not isinstance(x, torch.Tensor) or x.dim() == 0:
         return actual, expected
-    dim = (sample.args[0] if sample.args else sample.kwargs.get("dim", -1)) % x.dim()
-    chip_indices = (actual[1] if name == "sort" else actual).cpu()
-    cpu_indices = expected[1] if name == "sort" else expected
-    rows = torch.arange(x.shape[dim]).view([-1 if d == dim else 1 for d in range(x.dim())])
-    assert torch.equal(torch.sort(chip_indices, dim=dim).values, rows.expand_as(chip_indices)), \
-        f"{where}: the chip's indices are not a permutation along dim {dim}"
-    chosen, reference = x.gather(dim, chip_indices).to(CHIP), x.gather(dim, cpu_indices)
-    if name == "sort":
+    pair = isinstance(expected, tuple) and len(expected) == 2
+    cpu_indices = expected[1] if pair else expected
+    if not (isinstance(cpu_indices, torch.Tensor) and cpu_indices.dtype == torch.int64):
+        return actual, expected  # values only (median() of the whole tensor)
+    position = TIES_UNORDERED[name]
+    dim = sample.args[position] if len(sample.args) > position else sample.kwargs.get("dim", -1)
+    dim %= x.dim()
+    chip_indices = (actual[1] if pair else actual).cpu()
+    if name in ("sort", "argsort"):
+        rows = torch.arange(x.shape[dim]).view([-1 if d == dim else 1 for d in range(x.dim())])
+        assert torch.equal(torch.sort(chip_indices, dim=dim).values, rows.expand_as(chip_indices)), \
+            f"{where}: the chip's indices are not a permutation along dim {dim}"
+    reduced = cpu_indices.dim() < x.dim()  # keepdim=False removed `dim`
+
+    def select(indices):
+        chosen = x.gather(dim, indices.unsqueeze(dim) if reduced else indices)
+        return chosen.squeeze(dim) if reduced else chosen
+
+    chosen, reference = select(chip_indices).to(CHIP), select(cpu_indices)
+    if pair:
         return (actual[0], chosen), (expected[0], reference)
     return chosen, reference
 

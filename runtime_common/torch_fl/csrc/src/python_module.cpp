@@ -1,3 +1,5 @@
+#include <ATen/ScalarOps.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch_fl/caching_allocator.h>
 #include <torch_fl/driver.h>
 #include <torch_fl/fallback.h>
@@ -14,6 +16,32 @@
 namespace py = pybind11;
 
 namespace torch_fl {
+
+namespace {
+
+// A Python kernel receives a wrapped number (the `2.0` of `x * 2.0`, a 0-dim CPU tensor
+// flagged as such) as a Python number. Handing the call on to the next step needs it back as
+// a wrapped-number tensor where the schema wants a Tensor: it promotes by category only.
+py::tuple rewrap_numbers(const c10::FunctionSchema& schema, const py::args& args) {
+  py::list out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    py::object value = args[i];
+    const bool wants_tensor = i < schema.arguments().size() &&
+                              schema.arguments()[i].real_type()->kind() == c10::TypeKind::TensorType;
+    if (wants_tensor && (PyFloat_Check(value.ptr()) || PyLong_Check(value.ptr()) || PyComplex_Check(value.ptr()))) {
+      const c10::Scalar scalar = PyBool_Check(value.ptr())
+                                     ? c10::Scalar(value.ptr() == Py_True)
+                                     : torch::jit::toIValue(value, c10::NumberType::get()).toScalar();
+      at::Tensor wrapped = c10::scalar_to_tensor(scalar);
+      wrapped.unsafeGetTensorImpl()->set_wrapped_number(true);
+      value = py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(wrapped)));
+    }
+    out.append(value);
+  }
+  return py::tuple(out);
+}
+
+}  // namespace
 
 namespace {
 
@@ -181,7 +209,8 @@ void bind_backend(py::module_& m) {
   m.def("_next_step", [](const std::string& name, const std::string& overload, py::args args,
                          const py::kwargs& kwargs) {
     const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
-    auto stack = torch::jit::createStackForSchema(op.schema(), args, kwargs, std::nullopt);
+    auto stack = torch::jit::createStackForSchema(op.schema(), rewrap_numbers(op.schema(), args), kwargs,
+                                                  std::nullopt);
     {
       py::gil_scoped_release no_gil;
       boxed_fallback(op, &stack);
