@@ -335,6 +335,27 @@ def test_native_batch_norm_legit(dtype, training):
         _close((rm2, rv2), (rm, rv), SUM_TOL, "cpu")
 
 
+@pytest.mark.parametrize("dtype", [F32, F64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shape,groups", [((3, 6, 4, 5), 3), ((2, 6, 7), 6), ((2, 4, 1), 1), ((2, 6, 0), 3),
+                                          ((0, 6, 5), 2)])
+def test_native_group_norm(dtype, shape, groups):
+    # One rounding at the end: a float16 result as accurate as the CPU's against float64.
+    x = (rnd(*shape, dtype=F32) * 3 + 1).to(dtype)
+    n, c, hw = shape[0], shape[1], x[0, 0].numel() if x.numel() else shape[2]
+    for w, b in ((None, None), (rnd(c, seed=1).to(dtype), rnd(c, seed=2).to(dtype))):
+        got = _run("native_group_norm", (x, w, b, n, c, hw, groups, 1e-5), {}, DEVICE)
+        ref = torch.ops.aten.native_group_norm(x, w, b, n, c, hw, groups, 1e-5)
+        wide = torch.ops.aten.native_group_norm(x.double(), None if w is None else w.double(),
+                                                None if b is None else b.double(), n, c, hw, groups, 1e-5)
+        for g, r, exact in zip(got, ref, wide):
+            g = g.cpu()
+            assert (g.dtype, g.shape) == (r.dtype, r.shape)
+            assert torch.equal(g.isnan(), r.isnan())
+            chip_error = (g.double() - exact).abs().nan_to_num().max() if g.numel() else 0
+            cpu_error = (r.double() - exact).abs().nan_to_num().max() if r.numel() else 0
+            assert chip_error <= 2 * cpu_error + 1e-6, (chip_error, cpu_error)
+
+
 @pytest.mark.parametrize("dtype", [F32, F64])
 @pytest.mark.parametrize("groups", [1, 2, 3, 6])
 def test_native_group_norm_backward(dtype, groups):

@@ -1700,6 +1700,35 @@ def _gn_bwd_dx_kernel(g, x, ds, db, mean, rstd, w, dx, C, HW, G, D, HAS_W: tl.co
         tl.store(dx + base + j, K._to_odt(c1 * gv + c2 * xv + c3, ODT), mask=m)
 
 
+def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    """Statistics per (sample, group) and the affine per channel, all in the compute dtype
+    with one rounding at the end, as ATen's CPU and CUDA kernels do (torch's composite
+    fallback rounds float16 after each of its steps)."""
+    _check_float_or(input.dtype, "native_group_norm")
+    if group <= 0 or C % group:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
+                           f"shape {list(input.shape)} and num_groups={group}")
+    dev, dt = input.device, input.dtype
+    cd = I._cdt_torch(dt)
+    ccd = I._cdt(cd)
+    rows = I._contig(input, cd).view(N, group, (C // group) * HxW)
+    mean = I._reduce(rows, [2], True, "mean", cd, cd)
+    if rows.shape[2] == 0:  # empty groups: ATen's mean is 0 there (its rstd stays nan)
+        I.fill_into(mean, 0)
+    rstd = I._reduce(rows, [2], True, "var", cd, cd, corr=0.0)
+    rstd = I.launch_pointwise("add", I._empty(rstd.shape, cd, dev), [rstd, eps], ccd)
+    rstd = I.launch_pointwise("rsqrt", rstd, [rstd], ccd)
+    y = I.launch_pointwise("sub", I._empty(rows.shape, cd, dev), [rows, mean], ccd)
+    y = I.launch_pointwise("mul", y, [y, rstd], ccd).view(N, C, HxW)
+    if weight is not None:
+        y = I.launch_pointwise("mul", y, [y, I._contig(weight, cd).view(1, C, 1)], ccd)
+    if bias is not None:
+        y = I.launch_pointwise("add", y, [y, I._contig(bias, cd).view(1, C, 1)], ccd)
+    out = I.copy_into(I._empty(input.shape, dt, dev), y.view(input.shape))
+    to_input = (lambda t: I.copy_into(I._empty((N, group), dt, dev), t.view(N, group)))
+    return out, to_input(mean), to_input(rstd)
+
+
 def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):
     _check_float_or(input.dtype, "native_group_norm_backward")
     dev, dt = input.device, input.dtype
@@ -1804,6 +1833,7 @@ _reg(("channel_shuffle", "channel_shuffle.out", "native_channel_shuffle"), chann
 _reg(("im2col", "im2col.out"), im2col)
 _reg(("col2im", "col2im.out"), col2im)
 KERNELS["native_group_norm_backward"] = native_group_norm_backward
+KERNELS["native_group_norm"] = native_group_norm
 KERNELS["grid_sampler_2d"], KERNELS["grid_sampler_2d_backward"] = _grid_sampler(2)
 # The 3-d sampler runs (tests/test_triton_nn.py calls it directly) but is not routed: its
 # OpInfo samples (inputs of 5M elements) take minutes under the interpreter, where the CPU

@@ -52,6 +52,6 @@ OPS: tuple[str, ...] = (
     "binary_cross_entropy_backward", "binary_cross_entropy_backward.grad_input", "glu", "glu.out",
     "glu_backward", "glu_backward.grad_input", "channel_shuffle", "channel_shuffle.out", "native_channel_shuffle",
     "im2col", "im2col.out", "col2im", "col2im.out",
-    "native_group_norm_backward",
+    "native_group_norm", "native_group_norm_backward",
     "grid_sampler_2d", "grid_sampler_2d_backward", "_prelu_kernel", "_prelu_kernel_backward",
 )
