@@ -177,12 +177,6 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(
                                  training, momentum, eps, at::globalContext().userEnabledCuDNN());
   constexpr int64_t kCudnn = 1;  // _batch_norm_impl_index's backend index
   if (backend == kCudnn && training && save_mean.numel() > 0) remember_cudnn_forward(save_mean, reserve);
-  if (!training) {
-    // native_batch_norm's contract (ATen's CPU and CUDA kernels): no saved statistics in
-    // evaluation; cuDNN's index path returns placeholders of its own shape.
-    save_mean = at::empty({0}, save_mean.options());
-    save_invstd = at::empty({0}, save_invstd.options());
-  }
   return chip(std::make_tuple(out, save_mean, save_invstd));
 }
 
