@@ -278,10 +278,14 @@ def no_less_accurate(actual, expected, reference):
     return rms(chip) <= multiplier * rms(cpu) + tol and chip.max().item() <= 4 * cpu.max().item() + tol
 
 
-def _widened(value):
-    """The sample's floating tensors in float64 (complex in complex128), for the reference."""
+def _widened(value, integers=False):
+    """The sample's floating tensors in float64 (complex in complex128), for the reference;
+    with `integers`, its integer tensors too (an op on integers with a floating result, e.g.
+    polygamma of int8, computes in floating point anyway)."""
     def widen(x):
-        if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()):
+        if not isinstance(x, torch.Tensor):
+            return x
+        if x.is_floating_point() or x.is_complex() or (integers and x.dtype != torch.bool):
             wide = x.detach().to(torch.complex128 if x.is_complex() else torch.float64)
             return wide.requires_grad_(x.requires_grad)
         return x
@@ -366,13 +370,18 @@ class _Reference:
     def forward(self):
         if self._out is None:
             self._out = (None,)
-            args, kwargs = _widened((self.sample.input, *self.sample.args)), _widened(self.sample.kwargs)
-            try:
-                torch.manual_seed(self.index)
-                out = self.sample.output_process_fn_grad(self.info.op(*args, **kwargs))
-            except Exception:  # noqa: BLE001 - no float64 reference for this op
-                return None
-            self._out = (out, args)
+            for integers in (False, True):
+                args = _widened((self.sample.input, *self.sample.args), integers)
+                kwargs = _widened(self.sample.kwargs, integers)
+                try:
+                    torch.manual_seed(self.index)
+                    out = self.sample.output_process_fn_grad(self.info.op(*args, **kwargs))
+                except Exception:  # noqa: BLE001 - no float64 reference this way
+                    continue
+                self._out = (out, args)
+                if all(t.dtype in (torch.float64, torch.complex128)
+                       for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.is_floating_point()):
+                    break
         return self._out[0]
 
     def grads(self):
