@@ -185,7 +185,9 @@ def build_matrix(spec: ChipSpec, records: list[dict], results_name: str,
         paths = {op: {p: int(c) for p, c in by_path.items()} for op, by_path in (record.get("paths") or {}).items()}
         row.dtypes[record["dtype"]] = {"outcome": record["outcome"], "message": record.get("message") or "",
                                        "paths": {op: dict(sorted(p.items())) for op, p in sorted(paths.items())},
-                                       "accuracy_rule": [str(w) for w in record.get("accuracy_rule") or []]}
+                                       "accuracy_rule": [str(w) for w in record.get("accuracy_rule") or []],
+                                       "ties_backward_not_compared":
+                                           [str(w) for w in record.get("ties_backward_not_compared") or []]}
         for op, by_path in paths.items():
             merged = row.paths.setdefault(op, {})
             for path, calls in by_path.items():
@@ -287,6 +289,15 @@ def render_md(m: Matrix) -> str:
                 "computation (docs/ops/README.md, \"How results are compared\"):",
                 "", "| OpInfo | dtype | where |", "|---|---|---|"]
         for key, dtype, where in accepted:
+            out.append(f"| `{_md_cell(key)}` | {dtype} | {_md_cell(', '.join(where))} |")
+    ties = [(row.key, d, r["ties_backward_not_compared"]) for row in m.rows for d, r in sorted(row.dtypes.items())
+            if r["outcome"] == PASS and r.get("ties_backward_not_compared")]
+    if ties:
+        out += ["", "## Backward not compared: other elements among ties",
+                "", "The chip's indices picked other elements of equal value than the CPU's (valid: checked "
+                "by what they select); the gradient follows them, so it was not compared:",
+                "", "| OpInfo | dtype | where |", "|---|---|---|"]
+        for key, dtype, where in ties:
             out.append(f"| `{_md_cell(key)}` | {dtype} | {_md_cell(', '.join(where))} |")
     failures = [(row.key, d, r["outcome"], r["message"]) for row in m.rows for d, r in sorted(row.dtypes.items())
                 if r["outcome"] not in (PASS, NOT_COMPARABLE)]

@@ -143,3 +143,11 @@ def test_results_passed_by_the_float64_accuracy_rule_are_listed(spec):
     data = json.loads(render_json(m))
     assert data["ops"]["addbmm"]["dtypes"]["float32"]["accuracy_rule"] == ["sample 0 forward"]
     assert data["ops"]["add"]["dtypes"]["float32"]["accuracy_rule"] == []
+
+
+def test_backward_left_uncompared_over_ties_is_listed(spec):
+    records = [dict(rec("mode", "float16", "pass", {"mode": {"triton": 1}}),
+                    ties_backward_not_compared=["sample 6"])]
+    text = render_md(matrix_of(spec, records, keys=["mode"]))
+    assert "## Backward not compared: other elements among ties" in text
+    assert "| `mode` | float16 | sample 6 |" in text
