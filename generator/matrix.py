@@ -20,6 +20,9 @@ from .model import ChipSpec
 from .opinfo_map import CASES as VENDOR_CASES
 
 PASS, FAIL, ERROR, NOT_COMPARABLE = "pass", "fail", "error", "not_comparable"
+# What a passing record may name samples for (test_opinfo.py): decided by the float64 accuracy
+# rule; backward not compared because the chip picked other elements among ties.
+SAMPLE_NOTES = ("accuracy_rule", "ties_backward_not_compared")
 STATUSES = ("strict", "basic", "not_comparable", "fail", "untested")
 PATH_ORDER = {"cpu": 0, "triton": 1, "vendor": 2}
 
@@ -185,9 +188,7 @@ def build_matrix(spec: ChipSpec, records: list[dict], results_name: str,
         paths = {op: {p: int(c) for p, c in by_path.items()} for op, by_path in (record.get("paths") or {}).items()}
         row.dtypes[record["dtype"]] = {"outcome": record["outcome"], "message": record.get("message") or "",
                                        "paths": {op: dict(sorted(p.items())) for op, p in sorted(paths.items())},
-                                       "accuracy_rule": [str(w) for w in record.get("accuracy_rule") or []],
-                                       "ties_backward_not_compared":
-                                           [str(w) for w in record.get("ties_backward_not_compared") or []]}
+                                       **{field: [str(w) for w in record.get(field) or []] for field in SAMPLE_NOTES}}
         for op, by_path in paths.items():
             merged = row.paths.setdefault(op, {})
             for path, calls in by_path.items():
@@ -247,6 +248,16 @@ def _percent(part: int, whole: int) -> str:
     return f"{100.0 * part / whole:.1f}%" if whole else "-"
 
 
+def _sample_listing(m: Matrix, field: str, title: str, intro: str) -> list[str]:
+    """A section listing, per passing (OpInfo, dtype), the samples its record names in `field`."""
+    rows = [(row.key, d, r[field]) for row in m.rows for d, r in sorted(row.dtypes.items())
+            if r["outcome"] == PASS and r.get(field)]
+    if not rows:
+        return []
+    lines = ["", f"## {title}", "", intro, "", "| OpInfo | dtype | where |", "|---|---|---|"]
+    return lines + [f"| `{_md_cell(key)}` | {dtype} | {_md_cell(', '.join(where))} |" for key, dtype, where in rows]
+
+
 def render_md(m: Matrix) -> str:
     h = m.headline()
     out = [
@@ -281,24 +292,12 @@ def render_md(m: Matrix) -> str:
         out.append("| " + " | ".join(_md_cell(c) for c in (
             f"`{row.key}`", row.status, ", ".join(row.passed()) or "-", ", ".join(failed) or "-",
             _groups_text(_by_path(row.paths)), _groups_text(_declared_groups(row.declared)))) + " |")
-    accepted = [(row.key, d, r["accuracy_rule"]) for row in m.rows for d, r in sorted(row.dtypes.items())
-                if r["outcome"] == PASS and r.get("accuracy_rule")]
-    if accepted:
-        out += ["", "## Passed by the float64 accuracy rule",
-                "", "Outside the fixed tolerances, but no less accurate than the CPU against a float64 "
-                "computation (docs/ops/README.md, \"How results are compared\"):",
-                "", "| OpInfo | dtype | where |", "|---|---|---|"]
-        for key, dtype, where in accepted:
-            out.append(f"| `{_md_cell(key)}` | {dtype} | {_md_cell(', '.join(where))} |")
-    ties = [(row.key, d, r["ties_backward_not_compared"]) for row in m.rows for d, r in sorted(row.dtypes.items())
-            if r["outcome"] == PASS and r.get("ties_backward_not_compared")]
-    if ties:
-        out += ["", "## Backward not compared: other elements among ties",
-                "", "The chip's indices picked other elements of equal value than the CPU's (valid: checked "
-                "by what they select); the gradient follows them, so it was not compared:",
-                "", "| OpInfo | dtype | where |", "|---|---|---|"]
-        for key, dtype, where in ties:
-            out.append(f"| `{_md_cell(key)}` | {dtype} | {_md_cell(', '.join(where))} |")
+    out += _sample_listing(m, "accuracy_rule", "Passed by the float64 accuracy rule",
+                           "Outside the fixed tolerances, but no less accurate than the CPU against a float64 "
+                           "computation (docs/ops/README.md, \"How results are compared\"):")
+    out += _sample_listing(m, "ties_backward_not_compared", "Backward not compared: other elements among ties",
+                           "The chip's indices picked other elements of equal value than the CPU's (valid: checked "
+                           "by what they select); the gradient follows them, so it was not compared:")
     failures = [(row.key, d, r["outcome"], r["message"]) for row in m.rows for d, r in sorted(row.dtypes.items())
                 if r["outcome"] not in (PASS, NOT_COMPARABLE)]
     if failures:

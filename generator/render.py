@@ -132,11 +132,7 @@ class VendorWrapper:
 
 
 def _guard_arg(op: OpEntry) -> str | None:
-    for arg in op.signature.arguments:
-        t = arg.cpp_type.replace(" ", "")
-        if t in ("constat::Tensor&", "at::Tensor&", "const::std::optional<at::Tensor>&"):
-            return arg.name
-    return None
+    return next((arg.name for arg in op.signature.arguments if arg.reads_tensor or arg.writes_tensor), None)
 
 
 def vendor_wrappers(spec: ChipSpec) -> list[VendorWrapper]:

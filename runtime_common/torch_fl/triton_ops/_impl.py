@@ -5,9 +5,9 @@ produced by a Triton kernel (or by another op of this library).
 """
 from __future__ import annotations
 
+import itertools
 import math
 import struct
-import itertools
 import threading
 from typing import Callable, NamedTuple
 
@@ -309,6 +309,10 @@ def _check_kernel_dtypes(operands, result_dtype, out=None):
     dtypes = [v.dtype for v in operands if isinstance(v, torch.Tensor)] + [result_dtype]
     if out is not None:
         dtypes.append(out.dtype)
+    _require_kernel_dtypes(dtypes)
+
+
+def _require_kernel_dtypes(dtypes):
     for dtype in dtypes:
         if dtype not in _DT:
             raise Unsupported(f"dtype {dtype} is not supported by the Triton kernels")
@@ -316,7 +320,6 @@ def _check_kernel_dtypes(operands, result_dtype, out=None):
 
 def _pw_run(prep, args, kwargs, mode, out=None):
     op, operands, rdt, cdt, *params = prep(*args, **kwargs)
-    _check_kernel_dtypes(operands, rdt, out)
     shape = _shape_of(operands)
     if mode == "func":
         dev = _device_of(*operands)
@@ -1863,9 +1866,7 @@ def wrap_kernel(op_name: str, fn: Callable) -> Callable:
 
     def kernel(*args, **kwargs):
         if checked:
-            for dtype in _kernel_dtypes(args, kwargs):
-                if dtype not in _DT:
-                    raise Unsupported(f"dtype {dtype} is not supported by the Triton kernels")
+            _require_kernel_dtypes(_kernel_dtypes(args, kwargs))
         return fn(*args, **kwargs)
 
     kernel.__name__ = "triton_" + op_name.replace(".", "_")
