@@ -24,7 +24,7 @@ from typing import Callable
 __all__ = ["COMPILED_ONLY", "SUPPORTED_OPS", "Unsupported", "available", "copy_into", "fill_into", "kernel_for"]
 
 # Families beside the core, in the order their ops are listed.
-FAMILIES: tuple[str, ...] = ("index", "linalg", "nn", "fft", "foreach", "rnn", "special", "select")
+FAMILIES: tuple[str, ...] = ("index", "linalg", "nn", "fft", "foreach", "rnn", "special", "select", "complex")
 
 
 class Unsupported(NotImplementedError):

@@ -1839,9 +1839,10 @@ def make_kernel(op_name: str) -> Callable:
     return wrap_kernel(op_name, fn)
 
 
-# Kernels that take complex tensors (as pairs of reals: Triton has no complex types).
+# Kernels that take complex tensors themselves (as pairs of reals: Triton has no complex
+# types); every other op reaches complex tensors only through its adapter in `_complex`.
 _COMPLEX_AWARE = frozenset({"_fft_c2c", "_fft_c2c.out", "_fft_r2c", "_fft_r2c.out", "_fft_c2r", "_fft_c2r.out",
-                            "conj_physical.out", "conj_physical_", "flip"})
+                            "conj_physical.out", "conj_physical_", "flip", "complex.out", "polar.out"})
 
 
 def _kernel_dtypes(args, kwargs):
@@ -1860,13 +1861,22 @@ def _kernel_dtypes(args, kwargs):
 
 def wrap_kernel(op_name: str, fn: Callable) -> Callable:
     """`fn` named after the op and carrying the aten schema's signature. A call with a
-    tensor or `dtype=` the kernels lack (complex, outside _COMPLEX_AWARE) is declined before
-    the kernel runs, so no kernel answers it in a substitute dtype."""
+    complex tensor, `dtype=` or Python number goes to the op's complex adapter (`_complex`:
+    real ops on the parts) or, without one, is declined before the kernel runs, as is any
+    other dtype the kernels lack: no kernel answers in a substitute dtype."""
     checked = op_name not in _COMPLEX_AWARE
+    from ._complex import adapter_for
+
+    complex_kernel = adapter_for(op_name) if checked else None
 
     def kernel(*args, **kwargs):
         if checked:
-            _require_kernel_dtypes(_kernel_dtypes(args, kwargs))
+            dtypes = list(_kernel_dtypes(args, kwargs))
+            if complex_kernel is not None and any(d.is_complex for d in dtypes):
+                if CAPTURE.launches is not None:
+                    CAPTURE.launches.append(None)  # many launches: nothing for a C++ replay to record
+                return complex_kernel(*args, **kwargs)
+            _require_kernel_dtypes(dtypes)
         return fn(*args, **kwargs)
 
     kernel.__name__ = "triton_" + op_name.replace(".", "_")

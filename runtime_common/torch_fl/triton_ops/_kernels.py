@@ -175,7 +175,10 @@ def _atan(x):
     big = ax > 2.414213562373095
     mid = ax > 0.66
     xr = tl.where(big, -1.0 / ax, tl.where(mid, (ax - 1.0) / (ax + 1.0), ax))
-    y0 = tl.where(big, 1.5707963267948966, tl.where(mid, 0.7853981633974483, 0.0))
+    # The quadrant offsets in x's dtype: a where() of two Python floats is an fp32 tensor,
+    # 4e-8 off in fp64.
+    y0 = tl.where(big, tl.full(x.shape, 1.5707963267948966, x.dtype),
+                  tl.where(mid, tl.full(x.shape, 0.7853981633974483, x.dtype), tl.zeros(x.shape, x.dtype)))
     z = xr * xr
     p = (((-8.750608600031904122785e-1 * z - 1.615753718733365076637e1) * z
           - 7.500855792314704667340e1) * z - 1.228866684490136173410e2) * z - 6.485021904942025371773e1
@@ -188,9 +191,10 @@ def _atan(x):
 @triton.jit
 def _atan2(y, x):
     r = _atan(y / x)
-    pi = 3.141592653589793
+    pi = tl.full(r.shape, 3.141592653589793, r.dtype)  # in r's dtype: a Python float is fp32
     r = tl.where(x < 0, tl.where(y >= 0, r + pi, r - pi), r)
-    r = tl.where(x == 0, tl.where(y > 0, pi / 2, tl.where(y < 0, -pi / 2, 0.0 * y)), r)
+    half_pi = tl.full(r.shape, 1.5707963267948966, r.dtype)
+    r = tl.where(x == 0, tl.where(y > 0, half_pi, tl.where(y < 0, -half_pi, 0.0 * y)), r)
     return r
 
 
