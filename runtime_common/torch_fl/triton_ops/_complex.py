@@ -20,6 +20,7 @@ step of its chain, exactly as when no adapter exists.
 """
 from __future__ import annotations
 
+import cmath
 import math
 import numbers
 from typing import Callable
@@ -53,6 +54,7 @@ class _Op:
         self.names = [a.name for a in arguments]
         self.kwarg_only = frozenset(a.name for a in arguments if a.kwarg_only)
         self.defaults = {a.name: a.default_value for a in arguments if a.has_default_value()}
+        self.tensors = frozenset(a.name for a in arguments if str(a.type) == "Tensor")
         written = [a.name for a in arguments if a.alias_info is not None and a.alias_info.is_write]
         self.outs = [n for n in written if n in self.kwarg_only]
         self.in_place = bool(written) and not self.outs
@@ -160,6 +162,10 @@ def _per_part(name: str, data_scalars: tuple[str, ...] = (), promotes: bool = Fa
             elif key in data_scalars and isinstance(value, numbers.Number):
                 data.append(value)
                 re[key], im[key] = (value.real, value.imag) if isinstance(value, complex) else (value, 0)
+                if key in op.tensors:  # a wrapped number: a 0-dim tensor of the parts' dtype again
+                    part = _part_dtype(_promoted(*[v for v in values.values() if isinstance(v, torch.Tensor)],
+                                                 value))
+                    re[key], im[key] = torch.tensor(re[key], dtype=part), torch.tensor(im[key], dtype=part)
             elif isinstance(value, complex):
                 raise Unsupported(f"{name}: a complex {key}")
             elif isinstance(value, torch.dtype):
@@ -606,7 +612,14 @@ def _pow_tensor_scalar(self, exponent, **_):
 
 
 def _pow_scalar(self, exponent, **_):
-    return _complex_result(_pow(_Z.of(self), _Z.of(exponent)), [exponent, self])
+    # A number base: its logarithm in Python, then exp(exponent * log(base)); 1 ** w is 1.
+    base = complex(self)
+    if base == 0:
+        raise Unsupported("pow of a zero base: left to the CPU's conventions")
+    if base == 1:
+        return _complex_result(_Z(1.0), [exponent, self])
+    log_base = cmath.log(base)
+    return _complex_result(_exp(_Z.of(exponent) * _Z(log_base.real, log_base.imag)), [exponent, self])
 
 
 _variants("pow.Tensor_Tensor pow_.Tensor pow.Tensor_Tensor_out", _pow_tensor_tensor)
