@@ -70,7 +70,7 @@ def test_capabilities_come_from_the_sdk_product_and_the_spec(chip):
         try:
             torch.zeros(2, dtype=torch.{refused}, device="{name}")
             error = None
-        except TypeError as e:
+        except NotImplementedError as e:
             error = str(e)
         print(json.dumps({{"devices": module.device_count(), "total": total,
                           "version": torch_fl_{name}.spec.DRIVER_VERSION,

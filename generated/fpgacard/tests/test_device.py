@@ -23,8 +23,15 @@ def make(dtype, shape=(5, 7)):
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.complex64, torch.complex128], ids=str)
 def test_dtype_outside_the_spec_is_refused(dtype):
-    with pytest.raises(TypeError, match=r"chip 'fpgacard' does not support dtype .* \(spec "):
+    with pytest.raises(NotImplementedError, match=r"chip 'fpgacard' does not support dtype .* \(spec "):
         torch.zeros(3, dtype=dtype, device=CHIP)
+
+
+def test_an_operator_result_outside_the_spec_names_the_dtype():
+    # half * 1j is ComplexHalf, which no spec lists: Python's `*` must show the chip's message,
+    # not "unsupported operand type(s)" (what a TypeError would become)
+    with pytest.raises(NotImplementedError, match=r"chip 'fpgacard' does not support dtype torch.ComplexHalf"):
+        torch.ones(3, dtype=torch.float16, device=CHIP) * 1j
 
 
 def test_device_type_and_count():

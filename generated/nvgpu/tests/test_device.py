@@ -21,6 +21,13 @@ def make(dtype, shape=(5, 7)):
     return torch.randint(max(info.min, -1000), min(info.max, 1000), shape, dtype=dtype)
 
 
+def test_an_operator_result_outside_the_spec_names_the_dtype():
+    # half * 1j is ComplexHalf, which no spec lists: Python's `*` must show the chip's message,
+    # not "unsupported operand type(s)" (what a TypeError would become)
+    with pytest.raises(NotImplementedError, match=r"chip 'nvgpu' does not support dtype torch.ComplexHalf"):
+        torch.ones(3, dtype=torch.float16, device=CHIP) * 1j
+
+
 def test_device_type_and_count():
     assert device_module.device_count() >= 1
     x = torch.ones(3, device=CHIP)

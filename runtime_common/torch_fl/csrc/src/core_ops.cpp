@@ -75,7 +75,9 @@ void check_dtype(c10::ScalarType dtype) {
     if (allowed == dtype) return;
   }
   const auto& description = Driver::instance().description();
-  TORCH_CHECK_TYPE(false, "chip '", description.chip, "' does not support dtype torch.", torch_dtype_name(dtype),
+  // NotImplementedError, not TypeError: Python's operators turn a TypeError into "unsupported
+  // operand type(s)" (torch's wrappers return NotImplemented), which would hide this message.
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "chip '", description.chip, "' does not support dtype torch.", torch_dtype_name(dtype),
                    " (spec ", policy.spec, ", driver ", description.built_version, ", lists dtypes: ",
                    policy.listed, ")");
 }
