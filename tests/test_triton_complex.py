@@ -103,6 +103,8 @@ def test_python_numbers_promote_as_torch():
     close(k("add.Tensor")(x, x, alpha=3), torch.add(x, x, alpha=3))
     close(k("sub.Tensor")(x, f64, alpha=2), torch.sub(x, f64, alpha=2))
     close(k("rsub.Tensor")(x, 2.5j), torch.rsub(x, 2.5j))
+    y = x.clone()  # in place, a float64 operand: computed as torch does, stored as complex64
+    close(k("add_.Tensor")(y, f64), x.clone().add_(f64))
     real = x.real.contiguous()
     close(k("add.Tensor")(real, 2j), real + 2j)  # a real tensor made complex by a number
 
