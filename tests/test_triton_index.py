@@ -12,7 +12,7 @@ from torch_fl.triton_ops import _index_ops  # noqa: E402
 pytestmark = pytest.mark.skipif(not tops.available(), reason="triton not installed")
 
 F32, F64, I64, BOOL = torch.float32, torch.float64, torch.int64, torch.bool
-TOL = {F32: (1.3e-6, 1e-5), F64: (1e-7, 1e-7)}
+TOL = {F32: (1.3e-6, 1e-5), F64: (1e-7, 1e-7), torch.float16: (1e-3, 1e-3), torch.bfloat16: (1.6e-2, 1e-2)}
 EXERCISED: set = set()
 
 
@@ -307,6 +307,17 @@ def test_index_put(dtype):
     check("_index_put_impl_", x, [i, torch.tensor([4, 0, 2])], rnd(3, dtype=dtype), False)
     check("_index_put_impl_", x, [rnd(4, 5, dtype=BOOL, seed=2)], rnd(dtype=dtype), False)  # mask, 0-dim value
     check("_index_put_impl_", x.t(), [torch.tensor([1, 1, 4, 1])], rnd(4, 4, dtype=dtype), True)  # duplicates add
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16, BOOL])
+def test_index_put_accumulates_dtypes_without_atomic_add(dtype):
+    # accumulated in a wider dtype and stored back: exact for integers (8-bit sums wrap) and bool
+    x = rnd(4, 5, dtype=dtype) if dtype in (torch.float16, torch.bfloat16, BOOL) else \
+        torch.randint(0, 100, (4, 5), generator=torch.Generator().manual_seed(0)).to(dtype)
+    values = rnd(4, 4, dtype=dtype, seed=1) if dtype in (torch.float16, torch.bfloat16, BOOL) else \
+        torch.randint(0, 120, (4, 4), generator=torch.Generator().manual_seed(1)).to(dtype)
+    check("_index_put_impl_", x.t(), [torch.tensor([1, 1, 4, 1])], values, True)
+    check("_index_put_impl_", x, [torch.tensor([0, 0, 3])], values[:3, :1].expand(3, 5).contiguous(), True)
 
 
 @pytest.mark.parametrize("dtype", [F32, F64, I64, BOOL])

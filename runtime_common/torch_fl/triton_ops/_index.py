@@ -872,11 +872,27 @@ def index_Tensor_out(self, indices, *, out):
     return index_Tensor(self, indices, out=out)
 
 
+# Accumulation in a dtype with an atomic add, for the dtypes without one: rounded once when
+# stored back (16-bit floats: no less accurate than ATen's add-by-add rounding); integers and
+# bool come back exact (a wrapping sum truncated to 8/16 bits is the wrapping 8/16-bit sum; bool
+# accumulation is `or`, the sum's nonzero-ness).
+_ACCUMULATE_IN = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.int8: torch.int32,
+                  torch.uint8: torch.int32, torch.int16: torch.int32, torch.bool: torch.int32}
+
+
 def _index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
     if all(t is None for t in indices):
         raise Unsupported("index_put without index tensors")
     if accumulate and self.dtype not in (torch.float32, torch.float64, torch.int32, torch.int64):
-        raise Unsupported(f"accumulating index_put on {self.dtype} (no atomic add)")
+        wide = _ACCUMULATE_IN.get(self.dtype)
+        if wide is None:
+            raise Unsupported(f"accumulating index_put on {self.dtype} (no atomic add)")
+        if values.dtype != self.dtype:
+            raise RuntimeError(f"Index put requires the source and destination dtypes match, got {self.dtype} for the destination and {values.dtype} for the source.")
+        widened = I._contig(self, wide)
+        _index_put_impl_(widened, indices, I._contig(values, wide), True)
+        I.copy_into(self, widened)
+        return self
     shape, plan, off = _index_plan(self, indices)
     if values.dtype != self.dtype:
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got {self.dtype} for the destination and {values.dtype} for the source.")
