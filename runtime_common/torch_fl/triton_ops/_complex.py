@@ -38,7 +38,14 @@ ADAPTERS: dict[str, Callable] = {}
 
 
 def adapter_for(op: str) -> Callable | None:
-    """The complex adapter of Triton op `op`, or None (complex calls are then declined)."""
+    """The complex adapter of Triton op `op`, or None (complex calls are then declined).
+    The `linalg` family's complex kernels are its own (`_linalg_complex`)."""
+    from . import _FAMILY_OF
+
+    if _FAMILY_OF.get(op) == "linalg":
+        from ._linalg_complex import COMPLEX_KERNELS
+
+        return COMPLEX_KERNELS.get(op)
     return ADAPTERS.get(op)
 
 
