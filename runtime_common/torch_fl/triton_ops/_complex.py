@@ -45,7 +45,8 @@ def adapter_for(op: str) -> Callable | None:
     if _FAMILY_OF.get(op) == "linalg":
         from ._linalg_complex import COMPLEX_KERNELS
 
-        return COMPLEX_KERNELS.get(op)
+        if op in COMPLEX_KERNELS:
+            return COMPLEX_KERNELS[op]
     return ADAPTERS.get(op)
 
 
