@@ -355,6 +355,21 @@ def test_scatter_reduce(dtype):
             check(name, x, 0, idx, 3, reduce=reduce)
 
 
+def test_scatter_reduce_on_bool_is_or_and():
+    # ATen on bool: sum/amax accumulate as `or`, prod/amin as `and`; mean raises there (declined here)
+    x, src = rnd(4, 5, dtype=BOOL), rnd(3, 6, dtype=BOOL, seed=1)
+    idx = torch.tensor([[0, 1, 0, 3, 3], [0, 0, 2, 3, 1], [2, 0, 0, 3, 1]])
+    for reduce in ("sum", "prod", "amax", "amin"):
+        for include_self in (True, False):
+            for name in ("scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out"):
+                check(name, x, 0, idx, src, reduce, include_self=include_self)
+    for reduce in ("add", "multiply"):
+        check("scatter.reduce", x, 1, idx[:, :4], src, reduce=reduce)
+        check("scatter_.value_reduce", x, 0, idx, True, reduce=reduce)
+    with pytest.raises(tops.Unsupported):
+        tops.kernel_for("scatter_reduce.two")(x, 0, idx, src, "mean")
+
+
 @pytest.mark.parametrize("dtype", [F32, F64, I64])
 def test_index_reduce(dtype):
     x = rnd(4, 5, 3, dtype=dtype)
@@ -431,6 +446,25 @@ def test_on_npu():
     check("sort.values_stable", x.round(), stable=True, dim=1, descending=False, device="npu")
     check("nonzero", x > 0, device="npu")
     check("masked_select", x, x > 0, device="npu")
+
+
+@pytest.mark.parametrize("dtype", [F32, I64])
+def test_isin_by_binary_search(dtype):
+    elements = rnd(4, 5, dtype=dtype)
+    tests = rnd(7, dtype=dtype, seed=3)
+    if dtype == F32:
+        elements[0, 0] = tests[2] = float("nan")  # NaN is a member of nothing
+    for invert in (False, True):
+        check("isin.Tensor_Tensor_out", elements, tests, invert=invert)
+    check("isin.Tensor_Tensor_out", elements, tests[:0])  # nothing to find
+    check("isin.Tensor_Tensor_out", elements, tests.to(F64))  # promoted to a common dtype
+
+
+def test_tril_triu_indices():
+    for name in ("tril_indices", "triu_indices"):
+        for row, col, offset in ((4, 5, 0), (5, 3, -1), (3, 6, 2), (0, 4, 0), (3, 3, -5)):
+            for dtype in (I64, torch.int32):
+                check(name, row, col, offset, dtype=dtype)
 
 
 def test_zz_every_index_op_exercised():

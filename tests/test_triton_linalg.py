@@ -276,6 +276,20 @@ def test_householder_product_ormqr(dtype, shape):
             close(k("ormqr.out")(a, tau, noncontig(C), left, transpose, out=empty(dtype)), expected)
 
 
+# ----------------------------------------------------- triangular_solve (legacy) --
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_triangular_solve(dtype):
+    A = well_conditioned(2, 4, 4, dtype=dtype).triu()
+    for upper, transpose, unit in ((True, False, False), (True, True, False), (False, False, True),
+                                   (False, True, True)):
+        M = A if upper else A.mT
+        B = rnd(3, 1, 4, 2, dtype=dtype, seed=5)  # batch dims broadcast against A's
+        X, C = k("triangular_solve.X")(B, M, upper, transpose, unit, X=empty(dtype), M=empty(dtype))
+        eX, eC = torch.triangular_solve(B, M, upper, transpose, unit)
+        close(X, eX)
+        close(C, eC)
+
+
 # ------------------------------------------------------------------ cross --
 @pytest.mark.parametrize("dtype", [F32, F64, torch.int64, I32])
 def test_cross(dtype):
@@ -287,6 +301,17 @@ def test_cross(dtype):
         close(k("linalg_cross.out")(a, b, dim=dim, out=out), expected)
     with pytest.raises(RuntimeError, match="must have length 3"):
         k("linalg_cross")(rnd(2, 4), rnd(2, 4))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cross_of_16_bit_floats_rounds_once(dtype):
+    # computed in fp32 and rounded once: within half an ulp of the exact product, where ATen's
+    # CPU kernel rounds each product
+    a, b = rnd(6, 3, seed=1).to(dtype), rnd(6, 3, seed=2).to(dtype)
+    got = k("linalg_cross")(a, b)
+    assert got.dtype == dtype
+    exact = torch.linalg.cross(a.double(), b.double())
+    torch.testing.assert_close(got, exact.to(dtype), rtol=0, atol=0)
 
 
 # ----------------------------------------------------------------- lstsq ---
@@ -352,8 +377,9 @@ def test_matrix_exp(dtype):
 def test_unsupported_inputs_decline():
     with pytest.raises(tops.Unsupported, match="exceeds"):
         k("linalg_inv_ex.inverse")(rnd(65, 65), inverse=empty(), info=empty(I32))
-    with pytest.raises(tops.Unsupported, match="complex"):
-        k("_linalg_svd.U")(rnd(3, 3).to(torch.complex64), U=empty(), S=empty(), Vh=empty())
+    half = torch.complex32  # complex64/complex128 have kernels of their own (_linalg_complex)
+    with pytest.raises(tops.Unsupported):
+        k("_linalg_svd.U")(rnd(3, 3).to(half), U=empty(half), S=empty(torch.float16), Vh=empty(half))
 
 
 # ------------------------------------------------------------------ npu ----

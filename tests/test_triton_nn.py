@@ -18,7 +18,8 @@ from torch_fl.triton_ops import _nn_ops  # noqa: E402
 pytestmark = pytest.mark.skipif(not tops.available(), reason="triton not installed")
 
 F32, F64, I64 = torch.float32, torch.float64, torch.int64
-TOL = {F32: (1.3e-6, 1e-5), F64: (1e-7, 1e-7), torch.float16: (1e-3, 1e-3), torch.bfloat16: (1.6e-2, 1e-2)}
+TOL = {F32: (1.3e-6, 1e-5), F64: (1e-7, 1e-7), torch.float16: (1e-3, 1e-3), torch.bfloat16: (1.6e-2, 1e-2),
+       torch.complex64: (1.3e-6, 1e-5)}
 # sums over windows / batches are accumulated in a different order than aten's
 SUM_TOL = {F32: (1e-5, 1e-5), F64: (1e-7, 1e-7)}
 EXERCISED: set = set()
@@ -466,6 +467,14 @@ def test_npu_tensors():
 
 
 # ------------------------------------------------------------------- coverage
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.complex64])
+def test_renorm(dtype):
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(4, 3, 5, generator=g, dtype=torch.float64).to(dtype) * 2
+    for p, dim, maxnorm in ((2, 0, 3.0), (1, 1, 4.0), (3.5, -1, 1.0), (2, 2, 100.0)):
+        check("renorm", (x, p, dim, maxnorm))
+
+
 def test_zz_every_nn_op_exercised():
     """Runs last (file order): every op of the family went through one of the tests above."""
     missing = sorted(set(_nn_ops.OPS) - EXERCISED)

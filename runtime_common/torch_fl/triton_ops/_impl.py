@@ -1842,7 +1842,9 @@ def make_kernel(op_name: str) -> Callable:
 # Kernels that take complex tensors themselves (as pairs of reals: Triton has no complex
 # types); every other op reaches complex tensors only through its adapter in `_complex`.
 _COMPLEX_AWARE = frozenset({"_fft_c2c", "_fft_c2c.out", "_fft_r2c", "_fft_r2c.out", "_fft_c2r", "_fft_c2r.out",
-                            "conj_physical.out", "conj_physical_", "flip", "complex.out", "polar.out"})
+                            "conj_physical.out", "conj_physical_", "flip", "complex.out", "polar.out",
+                            # compositions of chip ops, which take complex tensors through theirs
+                            "triangular_solve.X", "renorm.out"})
 
 
 def _kernel_dtypes(args, kwargs):

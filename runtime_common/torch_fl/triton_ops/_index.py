@@ -1045,7 +1045,17 @@ def _scatter_reduce_impl(self, dim, index, src, reduce, include_self, out, value
     red = _REDUCE[reduce]
     cdt = I._cdt(self.dtype)
     if self.dtype == torch.bool:
-        raise Unsupported("scatter_reduce on bool")
+        # As ATen on bool: sum/amax are `or`, prod/amin `and` (mean is an error there): the
+        # reduction of 0/1 in int32, nonzero-ness stored back.
+        if reduce == "mean":
+            raise Unsupported("scatter_reduce mean on bool (an error on the CPU)")
+        wide = _scatter_reduce_impl(I._contig(self, torch.int32), dim, index,
+                                    None if src is None else I._contig(src, torch.int32), reduce,
+                                    include_self, None, value)
+        if out is None:
+            return I.copy_into(I._empty(self.shape, torch.bool, self.device), wide)
+        I._resize_out(out, self.shape)
+        return I.copy_into(out, wide)
     res = I._empty(self.shape, self.dtype, self.device)
     x = I._atleast1d(self)
     ix = I._atleast1d(index)
@@ -1246,6 +1256,41 @@ KERNELS: dict[str, Callable] = {
     "_cummax_helper": _cummax_helper, "_cummin_helper": _cummin_helper,
     "max.dim": max_dim, "max.dim_max": max_dim_max, "min.dim": min_dim, "min.dim_min": min_dim_min,
 }
+
+
+# ------------------------------------------------- compositions of the above --
+def isin_Tensor_Tensor_out(elements, test_elements, *, assume_unique=False, invert=False, out):
+    """Membership by binary search in the sorted test elements (== semantics: NaN is in nothing)."""
+    common = torch.result_type(elements, test_elements)
+    if common == torch.bool or common.is_complex:
+        raise Unsupported(f"isin of {common}")
+    table = torch.sort(test_elements.reshape(-1).to(common)).values
+    values = elements.to(common)
+    if table.numel() == 0:
+        found = torch.zeros(elements.shape, dtype=torch.bool, device=elements.device)
+    else:
+        at = torch.searchsorted(table, values).clamp_(max=table.numel() - 1)
+        found = torch.take(table, at) == values
+    if invert:
+        found = torch.logical_not(found)
+    I._resize_out(out, elements.shape)
+    return out.copy_(found)
+
+
+def _tri_indices(lower: bool):
+    """tril_indices / triu_indices: the coordinates of a triangle's ones, row by row."""
+    def indices(row, col, offset=0, *, dtype=torch.int64, layout=None, device=None, pin_memory=None):
+        if dtype not in (torch.int32, torch.int64) or row < 0 or col < 0:
+            raise Unsupported("tril/triu_indices outside int32/int64 and non-negative sides")
+        ones = torch.ones((row, col), dtype=torch.int32, device=device)
+        mask = torch.tril(ones, offset) if lower else torch.triu(ones, offset)
+        return torch.nonzero(mask).t().contiguous().to(dtype or torch.int64)
+
+    return indices
+
+
+KERNELS.update({"isin.Tensor_Tensor_out": isin_Tensor_Tensor_out, "tril_indices": _tri_indices(True),
+                "triu_indices": _tri_indices(False)})
 
 
 # Compiled mode: launches skip Triton's per-call argument binding (_launch.py).

@@ -19,4 +19,6 @@ OPS: tuple[str, ...] = (
     "scatter.value_reduce", "scatter_.value_reduce", "scatter.value_reduce_out",
     "index_reduce", "index_reduce_", "index_reduce.out", "count_nonzero.dim_IntList",
     "_logcumsumexp", "_logcumsumexp.out", "_cummax_helper", "_cummin_helper",
+    # compositions of the family's kernels
+    "isin.Tensor_Tensor_out", "tril_indices", "triu_indices",
 )

@@ -1150,7 +1150,7 @@ def _cross(self, other, dim, out):
         raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
     if self.dtype != other.dtype:
         raise RuntimeError(f"expected scalar type {self.dtype} but found {other.dtype}")
-    if self.dtype in (torch.float16, torch.bfloat16, torch.bool) or self.is_complex():
+    if self.dtype == torch.bool or self.is_complex():  # 16-bit floats compute in fp32, rounded once
         raise Unsupported(f"linalg.cross of {self.dtype}")
     d = dim + self.dim() if dim < 0 else dim
     if not 0 <= d < self.dim():
@@ -1581,6 +1581,23 @@ KERNELS: dict[str, Callable] = {
     "linalg_ldl_solve.out": linalg_ldl_solve_out,
     "linalg_matrix_exp": linalg_matrix_exp,
 }
+
+
+def triangular_solve_X(self, A, upper=True, transpose=False, unitriangular=False, *, X, M):
+    """The legacy triangular_solve: solve_triangular on the broadcast operands (A^T when
+    `transpose`, conjugated never), and A's broadcast copy as the second result."""
+    if self.dim() < 2 or A.dim() < 2:
+        raise Unsupported("triangular_solve of fewer than 2 dims (the CPU's error)")
+    batch = torch.broadcast_shapes(tuple(self.shape[:-2]), tuple(A.shape[:-2]))
+    Ab = A.expand(*batch, *A.shape[-2:])
+    solution = torch.linalg.solve_triangular(Ab.mT if transpose else Ab, self.expand(*batch, *self.shape[-2:]),
+                                             upper=upper != transpose, unitriangular=unitriangular)
+    I._resize_out(X, solution.shape).copy_(solution)
+    I._resize_out(M, Ab.shape).copy_(Ab)
+    return X, M
+
+
+KERNELS["triangular_solve.X"] = triangular_solve_X
 
 
 # Compiled mode: launches skip Triton's per-call argument binding (_launch.py).

@@ -1843,5 +1843,22 @@ KERNELS["_prelu_kernel"] = _prelu_kernel
 KERNELS["_prelu_kernel_backward"] = _prelu_kernel_backward
 
 
+def renorm_out(self, p, dim, maxnorm, *, out):
+    """ATen's renorm: each slice along `dim` whose p-norm exceeds maxnorm scaled by
+    maxnorm / (norm + 1e-7); the norm accumulated in fp32 for 16-bit floats."""
+    if isinstance(p, complex) or isinstance(maxnorm, complex) or maxnorm < 0 or p <= 0 or self.dim() <= 1:
+        raise Unsupported("renorm arguments the CPU rejects with its own message")
+    d = dim % self.dim()
+    dims = [k for k in range(self.dim()) if k != d]
+    wide = torch.float32 if self.dtype in (torch.float16, torch.bfloat16) else None
+    norm = torch.linalg.vector_norm(self, p, dims, keepdim=True, dtype=wide)
+    factor = torch.where(norm > maxnorm, maxnorm / (norm + 1e-7), torch.ones_like(norm))
+    factor = factor.to(self.real.dtype if self.is_complex() else self.dtype)
+    return torch.mul(self, factor, out=out)
+
+
+KERNELS["renorm.out"] = renorm_out
+
+
 # Compiled mode: launches skip Triton's per-call argument binding (_launch.py).
 _launch.install(globals())

@@ -54,4 +54,5 @@ OPS: tuple[str, ...] = (
     "im2col", "im2col.out", "col2im", "col2im.out",
     "native_group_norm", "native_group_norm_backward",
     "grid_sampler_2d", "grid_sampler_2d_backward", "_prelu_kernel", "_prelu_kernel_backward",
+    "renorm.out",
 )
