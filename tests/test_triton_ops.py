@@ -942,14 +942,17 @@ def test_zz_every_core_op_exercised():
     assert not missing, f"SUPPORTED_OPS entries not exercised: {missing}"
 
 
-def test_complex_operands_decline_before_any_launch():
-    # Triton has no complex types: a pointwise op on complex tensors declines (the op takes
-    # the next step of its chain) instead of failing inside Triton with "KeyError: 'complex64'".
+def test_complex_operands_without_an_adapter_decline_before_any_launch():
+    # Triton has no complex types: an op without a complex adapter (_complex.py), and complex32
+    # everywhere, declines (the op takes the next step of its chain) instead of failing inside
+    # Triton with "KeyError: 'complex64'".
     z = torch.randn(8, dtype=torch.complex64).to(DEVICE)
     with pytest.raises(tops.Unsupported, match="complex64"):
-        tops.kernel_for("exp")(z)
-    with pytest.raises(tops.Unsupported, match="complex64"):
-        tops.kernel_for("reciprocal")(z)
+        tops.kernel_for("erfinv")(z)
+    with pytest.raises(tops.Unsupported, match="complex32"):
+        tops.kernel_for("exp")(z.to(torch.complex32))
+    with pytest.raises(tops.Unsupported, match="complex32"):
+        tops.kernel_for("reciprocal")(z.to(torch.complex32))
 
 
 def test_flip_moves_complex_elements_as_pairs():
