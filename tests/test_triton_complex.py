@@ -5,7 +5,7 @@ this checks the formulas and the argument handling against aten's complex kernel
 through the public API on `npu`, where every real op they use is the chip's and no call
 may fall back to the CPU (`torch_fl.strict_fallback`).
 """
-from triton_device import on_device
+from triton_device import npu_available, on_device
 
 import math  # noqa: E402
 
@@ -219,16 +219,7 @@ def test_complex_only_ops_and_creation():
 
 
 # ------------------------------------------------------------------ npu ----
-def _npu():
-    try:
-        import torch_fl_npu  # noqa: F401
-        torch.empty(1, device="npu")
-        return True
-    except Exception:  # noqa: BLE001
-        return False
-
-
-@pytest.mark.skipif(not _npu(), reason="npu backend not installed")
+@pytest.mark.skipif(not npu_available(), reason="npu backend not installed")
 def test_complex_work_stays_on_the_npu():
     """A complex workload through the public API: on the chip, no CPU fallback, same answers."""
     import torch_fl

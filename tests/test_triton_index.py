@@ -1,7 +1,7 @@
 """torch_fl.triton_ops `index` family (scans, sorting, indexing, scatter, selection)
 against the CPU aten ops, under Triton's interpreter or compiled on a GPU
 (tests/triton_device.py); a few cases on `npu` tensors."""
-from triton_device import DEVICE, on_device
+from triton_device import DEVICE, npu_available, on_device
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -426,16 +426,7 @@ def test_cummax_cummin(dtype):
 
 
 # ------------------------------------------------------------- on the npu --
-def _npu():
-    try:
-        import torch_fl_npu  # noqa: F401
-        torch.empty(1, device="npu")
-        return True
-    except Exception:  # noqa: BLE001
-        return False
-
-
-@pytest.mark.skipif(not _npu(), reason="npu backend not installed")
+@pytest.mark.skipif(not npu_available(), reason="npu backend not installed")
 def test_on_npu():
     x = rnd(3, 6)
     check("flip", x, [0, 1], device="npu")

@@ -3,7 +3,7 @@
 Kernels run under Triton's interpreter on CPU tensors, or compiled on a GPU
 (tests/triton_device.py), and a few on `npu` tensors.
 """
-from triton_device import on_device
+from triton_device import npu_available, on_device
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -383,16 +383,7 @@ def test_unsupported_inputs_decline():
 
 
 # ------------------------------------------------------------------ npu ----
-def _npu():
-    try:
-        import torch_fl_npu  # noqa: F401
-        torch.empty(1, device="npu")
-        return True
-    except Exception:  # noqa: BLE001
-        return False
-
-
-@pytest.mark.skipif(not _npu(), reason="npu backend not installed")
+@pytest.mark.skipif(not npu_available(), reason="npu backend not installed")
 def test_on_npu():
     A, B = rnd(2, 4, 4), rnd(2, 4, 3, seed=1)
     dev = lambda t: t.to("npu")  # noqa: E731

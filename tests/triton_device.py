@@ -64,3 +64,13 @@ def on_device(fn):
         return back(result)
 
     return run
+
+
+def npu_available() -> bool:
+    """Whether the simulated NPU's backend is installed here (its tests run in CI, not on a GPU)."""
+    try:
+        import torch_fl_npu  # noqa: F401
+        torch.empty(1, device="npu")
+        return True
+    except Exception:  # noqa: BLE001
+        return False

@@ -855,28 +855,27 @@ _variants("addbmm addbmm_ addbmm.out", _addbmm)
 
 
 # ------------------------------------------------------------ complex-only ---
-def complex_out(real, imag, *, out):
-    """torch.complex(real, imag): the parts written into out's real view."""
-    if real.dtype != imag.dtype or real.dtype not in _WHOLE:
-        raise Unsupported("complex(): real and imag must share a float32/float64 dtype")
-    shape = torch.broadcast_shapes(tuple(real.shape), tuple(imag.shape))
-    if out.dtype != _WHOLE[real.dtype]:
-        raise Unsupported(f"complex(): out dtype {out.dtype} for {real.dtype} parts")
+def _from_parts(name: str, a, b, out, parts: Callable):
+    """`out` := parts(a, b) (real, imaginary) for two real tensors of one float32/float64
+    dtype, `out` of the matching complex dtype resized to their broadcast shape."""
+    if a.dtype != b.dtype or a.dtype not in _WHOLE:
+        raise Unsupported(f"{name}(): its two tensors must share a float32/float64 dtype")
+    if out.dtype != _WHOLE[a.dtype]:
+        raise Unsupported(f"{name}(): out dtype {out.dtype} for {a.dtype} parts")
+    shape = torch.broadcast_shapes(tuple(a.shape), tuple(b.shape))
     if out.shape != shape:
         out.resize_(shape)
-    return _store(out, real, imag)
+    return _store(out, *parts(a, b))
+
+
+def complex_out(real, imag, *, out):
+    """torch.complex(real, imag): the parts written into out's real view."""
+    return _from_parts("complex", real, imag, out, lambda re, im: (re, im))
 
 
 def polar_out(abs, angle, *, out):  # noqa: A002 (aten's argument name)
     """torch.polar(abs, angle) = abs * (cos(angle) + i sin(angle))."""
-    if abs.dtype != angle.dtype or abs.dtype not in _WHOLE:
-        raise Unsupported("polar(): abs and angle must share a float32/float64 dtype")
-    shape = torch.broadcast_shapes(tuple(abs.shape), tuple(angle.shape))
-    if out.dtype != _WHOLE[abs.dtype]:
-        raise Unsupported(f"polar(): out dtype {out.dtype} for {abs.dtype} parts")
-    if out.shape != shape:
-        out.resize_(shape)
-    return _store(out, abs * torch.cos(angle), abs * torch.sin(angle))
+    return _from_parts("polar", abs, angle, out, lambda r, t: (r * torch.cos(t), r * torch.sin(t)))
 
 
 def _linspace(start, end, steps, *, out):

@@ -1873,12 +1873,14 @@ def wrap_kernel(op_name: str, fn: Callable) -> Callable:
 
     def kernel(*args, **kwargs):
         if checked:
-            dtypes = list(_kernel_dtypes(args, kwargs))
-            if complex_kernel is not None and any(d.is_complex for d in dtypes):
+            for dtype in _kernel_dtypes(args, kwargs):  # one pass, no list: every call comes here
+                if dtype in _DT:
+                    continue
+                if complex_kernel is None or not dtype.is_complex:
+                    _require_kernel_dtypes((dtype,))
                 if CAPTURE.launches is not None:
                     CAPTURE.launches.append(None)  # many launches: nothing for a C++ replay to record
                 return complex_kernel(*args, **kwargs)
-            _require_kernel_dtypes(dtypes)
         return fn(*args, **kwargs)
 
     kernel.__name__ = "triton_" + op_name.replace(".", "_")
