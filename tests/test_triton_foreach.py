@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import torch_fl.triton_ops as tops
-from torch_fl.triton_ops import _foreach_ops
+from torch_fl.triton_ops import family_ops
 
 pytestmark = pytest.mark.skipif(not tops.available(), reason="triton not installed")
 
@@ -299,5 +299,5 @@ def test_optimizer_step_on_npu_decomposes_into_its_vendor_kernels():
 
 def test_zz_every_foreach_op_exercised():
     """Runs last (file order): every op of the family went through one of the tests above."""
-    missing = sorted(set(_foreach_ops.OPS) - EXERCISED)
+    missing = sorted(set(family_ops("foreach")) - EXERCISED)
     assert not missing, f"foreach ops not exercised: {missing}"

@@ -1,4 +1,4 @@
-"""torch_fl.triton_ops, `nn` family: every kernel of `_nn_ops.OPS` against the CPU aten op.
+"""torch_fl.triton_ops, `nn` family: every kernel of the `nn` family of `ops.yaml` against the CPU aten op.
 
 Kernels run under Triton's interpreter on CPU tensors, or compiled on a GPU
 (tests/triton_device.py), and for a subset on `npu` tensors. Each case runs the
@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import torch_fl.triton_ops as tops  # noqa: E402
-from torch_fl.triton_ops import _nn_ops  # noqa: E402
+NN_OPS = tops.family_ops("nn")
 
 pytestmark = pytest.mark.skipif(not tops.available(), reason="triton not installed")
 
@@ -90,9 +90,9 @@ def check(base, args, kwargs=None, *, tol=None, device=DEVICE, also=(), ref=None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ref = _aten(base)(*_move(args, "cpu"), **_move(kwargs, "cpu"))
-    if base in _nn_ops.OPS:
+    if base in NN_OPS:
         _close(_run(base, args, kwargs, device), ref, tol, device)
-    for name in [n for n in _nn_ops.OPS if n.startswith(base + ".")] + list(also):
+    for name in [n for n in NN_OPS if n.startswith(base + ".")] + list(also):
         outs = _out_args(name)
         refs = ref if isinstance(ref, tuple) else (ref,)
         ob = {o: torch.empty((0,), dtype=r.dtype, device=device) for o, r in zip(outs, refs)}
@@ -477,5 +477,5 @@ def test_renorm(dtype):
 
 def test_zz_every_nn_op_exercised():
     """Runs last (file order): every op of the family went through one of the tests above."""
-    missing = sorted(set(_nn_ops.OPS) - EXERCISED)
+    missing = sorted(set(NN_OPS) - EXERCISED)
     assert not missing, f"nn ops not exercised: {missing}"

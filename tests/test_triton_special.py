@@ -1,4 +1,4 @@
-"""torch_fl.triton_ops `special` family: every kernel of `_special_ops.OPS` against the CPU aten op.
+"""torch_fl.triton_ops `special` family: every kernel of the `special` family of `ops.yaml` against the CPU aten op.
 
 Kernels run under Triton's interpreter on CPU tensors, or compiled on a GPU
 (tests/triton_device.py). Each case runs the functional op and its out= overload (the out
@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import torch_fl.triton_ops as tops  # noqa: E402
-from torch_fl.triton_ops import _special_ops  # noqa: E402
+from torch_fl.triton_ops import family_ops  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not tops.available(), reason="triton not installed")
 
@@ -21,8 +21,8 @@ F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float6
 TOL = {F32: (1.3e-6, 1e-5), F64: (1e-7, 1e-7), F16: (1e-3, 1e-5), BF16: (1.6e-2, 1e-5)}
 EXERCISED: set = set()
 
-UNARY = [op for op in _special_ops.OPS if "." not in op and not op.endswith("_") and "polynomial" not in op]
-POLYNOMIALS = [op for op in _special_ops.OPS if "." not in op and "polynomial" in op]
+UNARY = [op for op in family_ops("special") if "." not in op and not op.endswith("_") and "polynomial" not in op]
+POLYNOMIALS = [op for op in family_ops("special") if "." not in op and "polynomial" in op]
 # ops whose CPU kernel has Half/BFloat16 versions (computing in float)
 HALF_OPS = ["i0", "special_i0e", "special_i1", "special_i1e"]
 
@@ -209,5 +209,5 @@ def test_complex_is_declined():
 
 
 def test_zz_every_special_op_exercised():
-    missing = sorted(set(_special_ops.OPS) - EXERCISED)
+    missing = sorted(set(family_ops("special")) - EXERCISED)
     assert not missing, f"special ops not exercised: {missing}"

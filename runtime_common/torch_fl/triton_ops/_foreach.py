@@ -30,7 +30,9 @@ from . import Unsupported
 from . import _impl as I
 from . import _kernels as K
 from . import _launch
-from ._foreach_ops import OPS
+from . import family_ops
+
+OPS = family_ops("foreach")
 from ._kernels import BF16, F16, F32, F64, I8, I16, I32, I64, U8, _apply, _dense_operand, _to_cdt, _to_odt
 
 _ROW = 8             # int64 fields of a table row: out, four operands, start, end, unused

@@ -1,6 +1,6 @@
 """Triton kernels of the `index` family (scans, sorting, advanced indexing, scatter, selection).
 
-`KERNELS` maps each name of `_index_ops.OPS` to a function with the aten schema's
+`KERNELS` maps each name of the `index` family of `ops.yaml` to a function with the aten schema's
 signature (see the package README).
 
 Layouts: scans and sorts move the dim last and pack rows into a contiguous buffer of

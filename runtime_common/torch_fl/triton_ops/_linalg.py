@@ -1,6 +1,6 @@
 """Triton kernels of the `linalg` family (dense linear algebra on small matrices).
 
-`KERNELS` maps each name of `_linalg_ops.OPS` to a function with the aten schema's
+`KERNELS` maps each name of the `linalg` family of `ops.yaml` to a function with the aten schema's
 signature (see the package README).
 
 Design: one program per matrix. A matrix (padded to a power-of-two block, at most

@@ -1,6 +1,6 @@
 """Complex kernels of the `linalg` family (complex64 / complex128 matrices).
 
-`COMPLEX_KERNELS` maps op names of `_linalg_ops.OPS` to functions with the aten schema's
+`COMPLEX_KERNELS` maps op names of the `linalg` family of `ops.yaml` to functions with the aten schema's
 signature, like `_linalg.KERNELS`; they are called when a tensor argument is complex and
 decline (`Unsupported`, before writing anything) complex32, a mix of dtypes, conjugate or
 negative-bit outputs, and everything the real kernels decline (side > 64, > 4 batch dims).

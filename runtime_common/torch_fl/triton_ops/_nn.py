@@ -1,6 +1,6 @@
 """Triton kernels of the `nn` family (neural-network ops: pooling, upsampling, losses, normalisation, sampling).
 
-`KERNELS` maps each name of `_nn_ops.OPS` to a function with the aten schema's
+`KERNELS` maps each name of the `nn` family of `ops.yaml` to a function with the aten schema's
 signature (see the package README).
 
 Spatial ops share one layout: every input is viewed (no copy) as a strided 5-d

@@ -1,7 +1,7 @@
 """Triton kernels of the `select` family (order statistics: topk, kthvalue, median,
 nanmedian, mode).
 
-`KERNELS` maps each name of `_select_ops.OPS` to a function with the aten schema's
+`KERNELS` maps each name of the `select` family of `ops.yaml` to a function with the aten schema's
 signature (see the package README).
 
 Every op sorts along its dim with the index family's stable sort (`_index._sort_impl`:

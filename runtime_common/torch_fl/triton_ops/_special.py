@@ -1,4 +1,4 @@
-"""The `special` family's kernels (see _special_ops.py): ports of ATen's Cephes-based
+"""The `special` family's kernels (ops.yaml lists them): ports of ATen's Cephes-based
 special functions (aten/src/ATen/native/Math.h) with their coefficient tables, branch
 points, series and recurrences, operation for operation.
 
