@@ -23,6 +23,7 @@ from typing import Callable
 from . import __version__
 from .model import ChipSpec, NativeSpec
 from .render import MARKER, digest, render
+from .runtime_files import csrc_dir
 
 
 class BuildError(Exception):
@@ -178,11 +179,10 @@ def build_dir_for(spec: ChipSpec, output_dir: Path) -> Path:
 def _inputs_fingerprint(spec: ChipSpec, package_digest: str) -> str:
     """Everything a compiled backend depends on besides the generated text."""
     import torch
-    import torch_fl
 
     h = hashlib.sha256()
     h.update(f"{__version__}\0{package_digest}\0{torch.__version__}\0{sys.executable}\0".encode())
-    for source in sorted(Path(torch_fl.csrc_dir()).rglob("*")):
+    for source in sorted(csrc_dir().rglob("*")):
         if source.is_file():
             h.update(str(source).encode() + source.read_bytes())
     if spec.kernels:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -335,16 +336,12 @@ def coverage(spec_path: str, script: str, as_json: bool, script_args: tuple[str,
 
     Arguments after `--` go to the script. Sorted for a vendor engineer: CPU fallbacks first.
     """
-    from .coverage import CoverageError, run_script
+    from .coverage import run
 
     spec = _load(spec_path)
-    try:
-        report, error = run_script(spec, script, list(script_args))
-    except CoverageError as failure:
-        _fail(f"error: {failure}", EXIT_COVERAGE)
-    click.echo(report.to_json() if as_json else report.table())
-    if error is not None:
-        _fail(f"error: {script} failed: {error}", EXIT_COVERAGE)
+    status = run(spec, script, list(script_args), as_json)
+    if status != 0:
+        sys.exit(EXIT_COVERAGE)
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
@@ -363,15 +360,17 @@ def doctor(as_json: bool, backend: str | None, script: str | None, script_args: 
     """
     if script_args and script is None:
         raise click.UsageError("script arguments given without --script")
-    # Not loading every installed backend at `import torch` keeps the doctor alive where two
-    # generated backends are installed (the second aborts the process); it registers one itself.
-    os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
-    from torch_fl.doctor import run
-
-    report = run(backend=backend, script=script, script_args=list(script_args))
-    click.echo(report.to_json() if as_json else report.text())
-    if not report.ok:
-        _fail(f"error: the doctor found {report.count('error')} problem(s)", EXIT_DOCTOR)
+    # In a process of its own: the generator imports no part of the runtime. Not loading every
+    # installed backend at `import torch` keeps the doctor alive where two generated backends
+    # are installed (the second aborts the process); it registers one itself.
+    env = {**os.environ}
+    env.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    command = [sys.executable, "-m", "torch_fl", "doctor", *(["--json"] if as_json else []),
+               *(["--backend", backend] if backend else []), *(["--script", script, "--"] if script else []),
+               *script_args]
+    status = subprocess.run(command, env=env, check=False).returncode
+    if status != 0:
+        sys.exit(EXIT_DOCTOR if status == EXIT_DOCTOR else status)
 
 
 if __name__ == "__main__":

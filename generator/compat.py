@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import __version__
 from .model import ChipSpec
-from .versions import route
+from .versions import describe
 
 # torch-fl's supported torch range (pyproject.toml: torch>=2.11,<2.15).
 SUPPORTED_TORCH = ("2.11", "2.12", "2.13", "2.14")
@@ -116,7 +116,7 @@ def render(specs: dict[str, list[ChipSpec]], records: list[dict], source: str) -
             lines.append(f"| {b.driver.version} | " + " | ".join(cells) + " |")
         lines.append("")
         if len(builds) > 1:
-            routes = [{op.name: route(op) for op in b.ops} for b in builds]
+            routes = [{op.name: describe(b, op.name) for op in b.ops} for b in builds]
             differing = sorted(op for op in set().union(*routes) if len({r.get(op) for r in routes}) > 1)
             lines += [f"Ops routed differently across driver versions ({len(differing)}; an op a version does "
                       "not name takes `fallback.default`):", "",

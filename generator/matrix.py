@@ -35,26 +35,9 @@ def default_results(spec: ChipSpec) -> Path:
     return Path(".torchfl") / f"opinfo-{spec.chip.name}.jsonl"
 
 
-def triton_ops(spec: ChipSpec) -> frozenset[str]:
-    try:
-        return frozenset(spec.triton_ops)
-    except ImportError:  # the shared Triton kernels are not importable here
-        return frozenset()
-
-
-def declared_path(spec: ChipSpec, op: str, triton: frozenset[str] | None = None) -> str:
+def declared_path(spec: ChipSpec, op: str) -> str:
     """What the spec says aten op `op` ("name.overload") runs on: vendor | triton | cpu | error."""
-    entry = spec.op(op)
-    if entry is not None and entry.kernel is not None:
-        return "vendor"
-    chain = entry.fallback if entry is not None else spec.fallback.default
-    triton = triton_ops(spec) if triton is None else triton
-    for step in chain:
-        if step == "triton" and op in triton:
-            return "triton"
-        if step == "cpu":
-            return "cpu"
-    return "error"
+    return spec.route(op).path
 
 
 def _opinfo_key(op: str, variant: str) -> str:
@@ -178,7 +161,6 @@ def build_matrix(spec: ChipSpec, records: list[dict], results_name: str,
                  opinfo_keys: list[str] | None = None) -> Matrix:
     """Join the spec with the records; rows for every OpInfo in `opinfo_keys` (default: op_db)."""
     keys = set(op_db_keys() if opinfo_keys is None else opinfo_keys)
-    triton = triton_ops(spec)
     rows: dict[str, OpRow] = {}
     recorded, versions, dtypes = set(), set(), set()
     for record in records:
@@ -208,7 +190,7 @@ def build_matrix(spec: ChipSpec, records: list[dict], results_name: str,
         row = rows.setdefault(key, OpRow(key))
         row.paths = {op: dict(sorted(p.items())) for op, p in sorted(row.paths.items())}
         for op in sorted(set(row.paths) | mapped.get(key, set())):
-            row.declared[op] = declared_path(spec, op, triton)
+            row.declared[op] = declared_path(spec, op)
     recorded_text = " .. ".join(sorted(recorded)[::max(1, len(recorded) - 1)]) if recorded else "unknown"
     dtype_list = sorted(dtypes, key=lambda d: (FULL_DTYPES.index(d) if d in FULL_DTYPES else 99, d))
     return Matrix(chip=spec.chip.name, spec_source=spec.source_display, results=results_name,

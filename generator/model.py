@@ -5,8 +5,11 @@ Nothing here reads YAML or knows about locations; `generator.spec.load_spec` bui
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .triton_catalog import TritonCatalog
 
 # Driver hooks every privateuse1 chip must provide, in the order the generated
 # code declares them. The C signature of each is fixed (the hook ABI, see
@@ -172,6 +175,30 @@ class OpEntry:
 
 
 @dataclass(frozen=True)
+class Route:
+    """Where one aten op runs on the chip. Decided once, by `ChipSpec.route`; the generated
+    C++ fallback, the Python Triton router, the generated tests, `matrix` and `coverage` read
+    it (through the `ROUTES` table of the generated spec.py, or from the model)."""
+    op: str
+    kernel: str | None                  # vendor kernel tried first, or None
+    chain: tuple[str, ...]              # steps after (or instead of) it: triton | cpu; () = error
+    triton: bool                        # the Triton step serves the op when the chain reaches it
+    line: int | None = None             # the spec line naming the op; None: fallback.default
+
+    @property
+    def path(self) -> str:
+        """What the spec declares the op runs on: vendor | triton | cpu | error."""
+        if self.kernel is not None:
+            return "vendor"
+        for step in self.chain:
+            if step == "triton" and self.triton:
+                return "triton"
+            if step == "cpu":
+                return "cpu"
+        return "error"
+
+
+@dataclass(frozen=True)
 class FallbackPolicy:
     default: tuple[str, ...]            # chain for ops the spec does not name
     warn: str                           # once | always | never
@@ -212,32 +239,55 @@ class ChipSpec:
     fallback: FallbackPolicy = FallbackPolicy(default=("cpu",), warn="once")
     amp: Amp | None = None
     distributed: Distributed | None = None
+    # The shared Triton library's ops (runtime data, passed in: the model imports no runtime).
+    triton_catalog: TritonCatalog = TritonCatalog(ops=frozenset(), compiled_only=frozenset())
+
+    def route(self, name: str) -> Route:
+        """The one routing decision. A named op keeps its kernel and its own chain (a vendor
+        op's chain applies when the library lacks its kernel at load time); any other op takes
+        `fallback.default`. The Triton step serves an op its library has when the chain starts
+        with triton; for ops the spec does not name, the foreach family (`compiled_only`) only
+        where Triton compiles: interpreted, torch's per-tensor decomposition is faster."""
+        entry = self.op(name)
+        chain = entry.fallback if entry is not None else self.fallback.default
+        triton = chain[:1] == ("triton",) and name in self.triton_catalog
+        if entry is None and self.fallback.triton == "interpret" and name in self.triton_catalog.compiled_only:
+            triton = False
+        if entry is None:
+            return Route(op=name, kernel=None, chain=chain, triton=triton)
+        return Route(op=name, kernel=entry.kernel, chain=chain, triton=triton, line=entry.line)
+
+    @property
+    def default_route(self) -> Route:
+        """The route of every op outside `routes`."""
+        return Route(op="*", kernel=None, chain=self.fallback.default, triton=False)
+
+    @property
+    def routes(self) -> tuple[Route, ...]:
+        """The routing table the generated package carries: every op the spec names and every
+        op the Triton step serves, sorted by name. Any other op takes `fallback.default`."""
+        names = {op.name for op in self.ops}
+        if self.fallback.default[:1] == ("triton",):
+            names |= self.triton_catalog.ops
+        return tuple(route for route in map(self.route, sorted(names)) if route.line is not None or route.triton)
 
     @property
     def triton_ops(self) -> tuple[str, ...]:
-        """Ops the generated backend routes to the shared Triton kernels when Triton is
-        available: named ops without a kernel whose chain tries triton before cpu, and,
-        when the default chain starts with triton, every op the library has that the
-        spec does not name (the foreach family only where Triton compiles: COMPILED_ONLY). Vendor ops whose kernel turns out missing at load time are
-        added at runtime from their own chain."""
-        if "triton" not in self.fallback.default and not any("triton" in op.fallback for op in self.ops):
-            return ()
-        from torch_fl.triton_ops import COMPILED_ONLY, SUPPORTED_OPS
-
-        named = {op.name for op in self.ops}
-        chosen = [op.name for op in self.ops
-                  if op.kernel is None and op.fallback[:1] == ("triton",) and op.name in SUPPORTED_OPS]
-        if self.fallback.default[:1] == ("triton",):
-            skip = COMPILED_ONLY if self.fallback.triton == "interpret" else frozenset()
-            chosen += [name for name in SUPPORTED_OPS if name not in named and name not in skip]
-        return tuple(sorted(chosen))
+        """Ops routed to the shared Triton kernels at load time (Triton available): those
+        without a vendor kernel whose route the Triton step serves. Vendor ops whose kernel
+        the library lacks join them at load time, from the same table."""
+        return tuple(r.op for r in self.routes if r.kernel is None and r.triton)
 
     @property
     def vendor_ops(self) -> tuple[OpEntry, ...]:
         return tuple(op for op in self.ops if op.kernel is not None)
 
     def op(self, name: str) -> OpEntry | None:
-        return next((op for op in self.ops if op.name == name), None)
+        return self._ops_by_name.get(name)
+
+    @functools.cached_property
+    def _ops_by_name(self) -> dict[str, OpEntry]:
+        return {op.name: op for op in self.ops}
 
 
 # ------------------------------------------------------------------ native chips

@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 
 from . import __version__
-from .model import ChipSpec, NativeSpec, OpEntry
+from .model import ChipSpec, NativeSpec, OpEntry, Route
 from .opinfo_map import opinfo_names_for
 
 TEMPLATE_ROOT = Path(__file__).parent / "templates"
@@ -158,8 +158,7 @@ FALLBACK_PROBES = (
 
 
 def fallback_probe(spec: ChipSpec) -> tuple[str, str] | None:
-    served = set(spec.triton_ops) | {op.name for op in spec.vendor_ops}
-    return next((probe for probe in FALLBACK_PROBES if probe[0] not in served), None)
+    return next((probe for probe in FALLBACK_PROBES if spec.route(probe[0]).path not in ("vendor", "triton")), None)
 
 
 @dataclass(frozen=True)
@@ -237,7 +236,26 @@ def _environment() -> jinja2.Environment:
     env.filters["cpp_string"] = cpp_string
     env.filters["py_string"] = py_string
     env.filters["tojson"] = json_literal
+    env.filters["py_literal"] = py_literal
+    env.filters["route_literal"] = route_literal
     return env
+
+
+def py_literal(value) -> str:
+    """A Python literal for None, a bool, an int, a str, or a tuple/list of them."""
+    if value is None or isinstance(value, (bool, int)):
+        return repr(value)
+    if isinstance(value, str):
+        return py_string(value)
+    if isinstance(value, (tuple, list)):
+        items = [py_literal(v) for v in value]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    raise TypeError(f"no Python literal for {type(value).__name__}")
+
+
+def route_literal(route: Route) -> str:
+    """A route as its row of the generated ROUTES table (torch_fl.routes.Route's fields)."""
+    return py_literal((route.kernel, route.chain, route.triton, route.line, route.path))
 
 
 def _marker(source: str) -> str:
@@ -289,7 +307,7 @@ def render(spec: ChipSpec | NativeSpec, output_dir: Path) -> dict[str, str]:
         "amp_kernels": amp_kernels(spec),
         "fallback_probe": fallback_probe(spec),
         "copy_wrapper": next((w for w in vendor_wrappers(spec) if w.op.name == "copy_"), None),
-        "routed_ops": [op for op in spec.ops if op.kernel is None],
+        "default_route": route_literal(spec.default_route),
         "paths": {
             "kernel_include_dirs": [_relpath(p, output_dir) for p in (spec.kernels.include_dirs if spec.kernels else ())],
             "kernel_library_dirs": [_relpath(p, output_dir) for p in (spec.kernels.library_dirs if spec.kernels else ())],

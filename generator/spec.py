@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from . import model
+from . import model, triton_catalog
 from .model import FLOATING_DTYPES
 from .errors import SpecError, SpecErrors
 from .yaml_loader import MAX_BYTES, YamlDocument, format_path, load_yaml_bytes
@@ -272,8 +272,7 @@ def _op_errors(doc: YamlDocument, ops: dict, prefix: tuple) -> tuple[list[SpecEr
                                      at="key"))
         chain = entry.get("fallback")
         if isinstance(chain, list) and "triton" in chain and torch_ops.lookup(op) is not None:
-            from torch_fl.triton_ops import SUPPORTED_OPS
-
+            SUPPORTED_OPS = triton_catalog.load().ops
             if op not in SUPPORTED_OPS:
                 i = chain.index("triton")
                 out.append(doc.error((*prefix, op, "fallback", i),
@@ -646,6 +645,7 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes,
             init_method=dist.get("init_method", "tcp"),
             staging=dist.get("staging", "gloo"),
         ) if dist is not None else None,
+        triton_catalog=triton_catalog.load(),
     )
 
 

@@ -1,21 +1,23 @@
 """Driver versions of one spec: what differs between two builds (`torchfl-gen diff`)."""
 from __future__ import annotations
 
-from .model import ChipSpec, OpEntry
+from .model import ChipSpec
 
 
-def route(op: OpEntry) -> str:
-    """How an op named in the spec runs, in words: 'vendor kernel add' or 'chain [triton, cpu]'."""
-    if op.kernel:
-        text = f"vendor kernel {op.kernel}" + (" (required)" if op.require_vendor else "")
-        return text + (f", then [{', '.join(op.fallback)}]" if op.fallback else "")
-    return f"chain [{', '.join(op.fallback)}]"
+def describe(spec: ChipSpec, name: str) -> str:
+    """An op's route (ChipSpec.route), in words: 'vendor kernel add' or 'chain [triton, cpu]'."""
+    route = spec.route(name)
+    if route.kernel:
+        required = spec.op(name) is not None and spec.op(name).require_vendor
+        text = f"vendor kernel {route.kernel}" + (" (required)" if required else "")
+        return text + (f", then [{', '.join(route.chain)}]" if route.chain else "")
+    return f"chain [{', '.join(route.chain)}]"
 
 
 def diff(a: ChipSpec, b: ChipSpec) -> dict:
     """Ops gained, lost and re-routed, and dtypes gained and lost, from build `a` to build `b`."""
-    ra = {op.name: route(op) for op in a.ops}
-    rb = {op.name: route(op) for op in b.ops}
+    ra = {op.name: describe(a, op.name) for op in a.ops}
+    rb = {op.name: describe(b, op.name) for op in b.ops}
     default_a = f"fallback.default [{', '.join(a.fallback.default)}]"
     default_b = f"fallback.default [{', '.join(b.fallback.default)}]"
     return {

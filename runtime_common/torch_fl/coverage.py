@@ -3,6 +3,7 @@
     report = torch_fl.coverage.trace(fn, *args)            # any callable
     report = torch_fl.coverage.trace_model(model, inputs)  # one forward + backward step
     print(report.table()); report.to_json(); report.ops    # rows, CPU fallbacks first
+    python -m torch_fl coverage --chip npu --script train.py -- ARGS   (`torchfl-gen coverage`)
 
 A TorchDispatchMode sees every aten op after autograd and the implicit decompositions; around
 each call the chip's path counters (fallback_stats) are diffed, so each traced op gets the
@@ -13,7 +14,11 @@ When several paths ran under one op, the slowest wins: cpu, then triton, then ve
 """
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
+import runpy
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -150,3 +155,75 @@ def trace_model(model, inputs) -> CoverageReport:
             loss.backward()
 
     return trace(step)
+
+
+EXIT_FAILED = 6  # the script failed or the chip is unusable (= torchfl-gen's EXIT_COVERAGE)
+
+
+class CoverageUnavailable(RuntimeError):
+    """The chip's backend is not usable in this process."""
+
+
+def run_script(chip: str, script: str, args: list[str]) -> tuple[CoverageReport, str | None, object]:
+    """Run `script` as __main__ (sys.argv = [script, *args]) under the trace: the report of what
+    ran, the script's failure (or None) and the chip's spec module (its routing table)."""
+    import torch_fl
+
+    info = torch_fl.init().get(chip)
+    if info is None or not info.available:
+        why = info.error if info is not None else "not installed"
+        raise CoverageUnavailable(f"chip '{chip}' is not usable here ({why})")
+    if torch._C._get_privateuse1_backend_name() != chip:
+        raise CoverageUnavailable(f"the PrivateUse1 backend here is "
+                                  f"'{torch._C._get_privateuse1_backend_name()}', not '{chip}'")
+    spec = importlib.import_module(f"{info.package}.spec")
+    saved_argv = sys.argv
+    sys.argv = [script, *args]
+    error = None
+    mode = CoverageMode()
+    try:
+        with mode:
+            runpy.run_path(script, run_name="__main__")
+    except SystemExit as exit_:
+        if exit_.code not in (None, 0):
+            error = f"SystemExit({exit_.code!r})"
+    except Exception as exc:  # the report of what ran is still useful
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        sys.argv = saved_argv
+    return mode.report(), error, spec
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m torch_fl coverage --chip NAME --script PATH [--json] [-- ARGS]`: the table (or
+    JSON) of the script's aten ops, each with the path its chip's routing table declares."""
+    from . import routes
+
+    parser = argparse.ArgumentParser(prog="python -m torch_fl coverage", description=main.__doc__.splitlines()[0])
+    parser.add_argument("--chip", required=True, help="the chip (device type) to trace on")
+    parser.add_argument("--script", required=True, help="the script to run, as __main__")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--spec", help="the spec's name for the JSON report (default: the build's)")
+    parser.add_argument("script_args", nargs="*", help="arguments for the script (after --)")
+    args = parser.parse_args(argv)
+    try:
+        report, error, spec = run_script(args.chip, args.script, args.script_args)
+    except CoverageUnavailable as failure:
+        print(f"error: {failure}", file=sys.stderr)
+        return EXIT_FAILED
+
+    def declared(op: str) -> str:
+        return routes.route(spec, op).path
+
+    if args.json:
+        data = report.as_dict()
+        data["spec"] = args.spec or spec.SPEC_SOURCE
+        for row in data["ops"]:
+            row["declared"] = declared(row["op"])
+        print(json.dumps(data, indent=1, sort_keys=True))
+    else:
+        print(report.table(declared))
+    if error is not None:
+        print(f"error: {args.script} failed: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0

@@ -31,18 +31,19 @@ torch_fl::FallbackPolicy describe_fallback() {
   torch_fl::FallbackPolicy policy;
   policy.chip = "edge";
   policy.spec = "specs/edge.yaml";
+  // From the routing table (ChipSpec.routes, as in spec.py's ROUTES): the ops the spec names.
   policy.default_chain = {"cpu"};
   policy.warn = "once";
   policy.routes["add.Tensor"] = {{}, 70};
+  policy.routes["addmm"] = {{}, 75};
+  policy.routes["copy_"] = {{}, 79};
+  policy.routes["fill_.Scalar"] = {{}, 77};
+  policy.routes["mm"] = {{}, 74};
   policy.routes["mul.Tensor"] = {{}, 71};
   policy.routes["relu"] = {{}, 72};
-  policy.routes["threshold_backward"] = {{}, 73};
-  policy.routes["mm"] = {{}, 74};
-  policy.routes["addmm"] = {{}, 75};
   policy.routes["sum.dim_IntList"] = {{}, 76};
-  policy.routes["fill_.Scalar"] = {{}, 77};
+  policy.routes["threshold_backward"] = {{}, 73};
   policy.routes["zero_"] = {{}, 78};
-  policy.routes["copy_"] = {{}, 79};
   return policy;
 }
 

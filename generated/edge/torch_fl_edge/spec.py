@@ -50,42 +50,25 @@ DTYPES = ('float16', 'int8', 'bool',)
 AMP_DTYPES = ()
 AMP_DEFAULT_DTYPE = ''
 
-# aten op -> vendor kernel
-VENDOR_OPS = {
-    'add.Tensor': 'add',
-    'mul.Tensor': 'mul',
-    'relu': 'relu',
-    'threshold_backward': 'threshold_backward',
-    'mm': 'mm',
-    'addmm': 'addmm',
-    'sum.dim_IntList': 'sum',
-    'fill_.Scalar': 'fill_',
-    'zero_': 'zero_',
-    'copy_': 'copy_',
+# The routing table: generator/model.py (ChipSpec.route) decides each route once; the C++
+# fallback, torch_fl.routes (the Triton router, the tests, the doctor) and `torchfl-gen matrix`
+# all follow it. aten op -> (vendor kernel, fallback chain, the Triton step serves it, spec
+# line, declared path), for every op the spec names and every op the Triton step serves.
+# Any other op: DEFAULT_ROUTE (fallback.default).
+DEFAULT_ROUTE = (None, ('cpu',), False, None, 'cpu')
+ROUTES = {
+    'add.Tensor': ('add', (), False, 70, 'vendor'),
+    'addmm': ('addmm', (), False, 75, 'vendor'),
+    'copy_': ('copy_', (), False, 79, 'vendor'),
+    'fill_.Scalar': ('fill_', (), False, 77, 'vendor'),
+    'mm': ('mm', (), False, 74, 'vendor'),
+    'mul.Tensor': ('mul', (), False, 71, 'vendor'),
+    'relu': ('relu', (), False, 72, 'vendor'),
+    'sum.dim_IntList': ('sum', (), False, 76, 'vendor'),
+    'threshold_backward': ('threshold_backward', (), False, 73, 'vendor'),
+    'zero_': ('zero_', (), False, 78, 'vendor'),
 }
-# aten op -> fallback chain, for ops the spec names without a kernel
-ROUTED_OPS = {
-}
-# aten op -> its own chain, for every op the spec names (a vendor op's chain
-# applies when the vendor library turns out to lack its kernel)
-OP_CHAINS = {
-    'add.Tensor': (),
-    'mul.Tensor': (),
-    'relu': (),
-    'threshold_backward': (),
-    'mm': (),
-    'addmm': (),
-    'sum.dim_IntList': (),
-    'fill_.Scalar': (),
-    'zero_': (),
-    'copy_': (),
-}
-# Ops served by the shared Triton kernels (when Triton is available), and how Triton runs here
-TRITON_OPS = (
-)
 TRITON_MODE = 'compile'
-DEFAULT_FALLBACK = ('cpu',)
-FALLBACK_WARN = 'once'
 
 # torch.distributed: the chip's backend, the names it stands in for, options its
 # library does not take, how ranks meet and how collectives move data

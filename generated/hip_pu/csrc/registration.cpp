@@ -31,6 +31,7 @@ torch_fl::FallbackPolicy describe_fallback() {
   torch_fl::FallbackPolicy policy;
   policy.chip = "hip_pu";
   policy.spec = "specs/hip_pu1.yaml";
+  // From the routing table (ChipSpec.routes, as in spec.py's ROUTES): the ops the spec names.
   policy.default_chain = {"cpu"};
   policy.warn = "once";
   return policy;

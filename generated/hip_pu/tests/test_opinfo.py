@@ -27,6 +27,9 @@ from pathlib import Path
 import pytest
 import torch
 from torch.utils import _pytree as pytree
+from torch_fl import routes
+
+from torch_fl_hip_pu import spec as chip_spec
 
 CHIP = 'hip_pu'
 PACKAGE = 'torch_fl_hip_pu'
@@ -37,12 +40,6 @@ TOLERANCES = {torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7), torch.
               torch.complex32: (1e-3, 1e-3)}
 SWEEP_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "bool")
 CHIP_DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64", "bool", "complex64", "complex128"]
-
-# What the spec declares, per aten op: the paths it may take on this chip.
-VENDOR_OPS = []
-OP_CHAINS = {
-}
-DEFAULT_CHAIN = ["cpu"]
 
 # Uninitialised results: only their metadata (shape, dtype, strides, device) is defined.
 UNINITIALISED = frozenset([
@@ -66,17 +63,12 @@ TIES_UNORDERED = {"sort": 0, "argsort": 0, "topk": 1, "kthvalue": 1, "median": 0
 
 
 def allowed_paths(op):
-    """The paths the spec allows for aten op `op` ("name.overload")."""
-    if op in VENDOR_OPS:
-        return {"vendor"}
-    return set(OP_CHAINS.get(op, DEFAULT_CHAIN))
+    """The paths the spec allows for aten op `op` ("name.overload"): the routing table's."""
+    return routes.allowed_paths(chip_spec, op)
 
 
 def declared_path(op):
-    if op in VENDOR_OPS:
-        return "vendor"
-    chain = OP_CHAINS.get(op, DEFAULT_CHAIN)
-    return "+".join(chain) if chain else "error"
+    return routes.route(chip_spec, op).path
 
 
 def mode():

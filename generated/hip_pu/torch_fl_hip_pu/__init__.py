@@ -86,14 +86,16 @@ def _register_collectives():
 
 
 def _route_to_triton():
-    """The `triton` step: the spec's Triton ops, plus vendor ops whose kernel the library lacks."""
+    """The `triton` step: the ops the routing table gives it, plus vendor ops whose kernel the
+    library lacks when their own chain starts with triton."""
     global _triton_library, triton_status
-    missing = [op for op in _C._missing_kernel_ops() if spec.OP_CHAINS.get(op, ())[:1] == ("triton",)]
-    if not spec.TRITON_OPS and not missing:
-        return
-    from torch_fl import _triton_route, triton_ops
+    from torch_fl import routes
 
-    ops = set(spec.TRITON_OPS) | {op for op in missing if op in triton_ops.SUPPORTED_OPS}
+    ops = routes.triton_ops(spec, missing_kernels=_C._missing_kernel_ops())
+    if not ops:
+        return
+    from torch_fl import _triton_route
+
     _triton_library, triton_status = _triton_route.enable(spec.CHIP, ops, _C._note_path, spec.TRITON_MODE,
                                                               _C._next_step, _C._current_native_stream, backend=_C)
     _C._set_triton_status(triton_status)

@@ -50,22 +50,15 @@ DTYPES = ('float32', 'float64', 'float16', 'bfloat16', 'int8', 'uint8', 'int16',
 AMP_DTYPES = ('float16', 'bfloat16',)
 AMP_DEFAULT_DTYPE = 'float16'
 
-# aten op -> vendor kernel
-VENDOR_OPS = {
+# The routing table: generator/model.py (ChipSpec.route) decides each route once; the C++
+# fallback, torch_fl.routes (the Triton router, the tests, the doctor) and `torchfl-gen matrix`
+# all follow it. aten op -> (vendor kernel, fallback chain, the Triton step serves it, spec
+# line, declared path), for every op the spec names and every op the Triton step serves.
+# Any other op: DEFAULT_ROUTE (fallback.default).
+DEFAULT_ROUTE = (None, ('cpu',), False, None, 'cpu')
+ROUTES = {
 }
-# aten op -> fallback chain, for ops the spec names without a kernel
-ROUTED_OPS = {
-}
-# aten op -> its own chain, for every op the spec names (a vendor op's chain
-# applies when the vendor library turns out to lack its kernel)
-OP_CHAINS = {
-}
-# Ops served by the shared Triton kernels (when Triton is available), and how Triton runs here
-TRITON_OPS = (
-)
 TRITON_MODE = 'compile'
-DEFAULT_FALLBACK = ('cpu',)
-FALLBACK_WARN = 'once'
 
 # torch.distributed: the chip's backend, the names it stands in for, options its
 # library does not take, how ranks meet and how collectives move data

@@ -27,6 +27,9 @@ from pathlib import Path
 import pytest
 import torch
 from torch.utils import _pytree as pytree
+from torch_fl import routes
+
+from torch_fl_npu import spec as chip_spec
 
 CHIP = 'npu'
 PACKAGE = 'torch_fl_npu'
@@ -37,13 +40,6 @@ TOLERANCES = {torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7), torch.
               torch.complex32: (1e-3, 1e-3)}
 SWEEP_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "bool")
 CHIP_DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
-
-# What the spec declares, per aten op: the paths it may take on this chip.
-VENDOR_OPS = ["add.Tensor", "add_.Tensor", "sub.Tensor", "sub_.Tensor", "mul.Tensor", "mul_.Tensor", "div.Tensor", "div_.Tensor", "add.out", "sub.out", "mul.out", "div.out", "relu", "relu_", "threshold_backward", "mm", "addmm", "convolution", "convolution_backward", "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "_adaptive_avg_pool2d", "_adaptive_avg_pool2d_backward", "native_batch_norm", "native_batch_norm_backward", "_log_softmax", "_log_softmax_backward_data", "nll_loss_forward", "nll_loss_backward", "sum.dim_IntList", "fill_.Scalar", "zero_", "copy_", "normal_", "uniform_", "random_", "random_.from", "randperm.generator_out"]
-OP_CHAINS = {
-    'mean.dim': ["triton", "cpu"],
-}
-DEFAULT_CHAIN = ["triton", "cpu"]
 
 # Uninitialised results: only their metadata (shape, dtype, strides, device) is defined.
 UNINITIALISED = frozenset([
@@ -67,17 +63,12 @@ TIES_UNORDERED = {"sort": 0, "argsort": 0, "topk": 1, "kthvalue": 1, "median": 0
 
 
 def allowed_paths(op):
-    """The paths the spec allows for aten op `op` ("name.overload")."""
-    if op in VENDOR_OPS:
-        return {"vendor"}
-    return set(OP_CHAINS.get(op, DEFAULT_CHAIN))
+    """The paths the spec allows for aten op `op` ("name.overload"): the routing table's."""
+    return routes.allowed_paths(chip_spec, op)
 
 
 def declared_path(op):
-    if op in VENDOR_OPS:
-        return "vendor"
-    chain = OP_CHAINS.get(op, DEFAULT_CHAIN)
-    return "+".join(chain) if chain else "error"
+    return routes.route(chip_spec, op).path
 
 
 def mode():

@@ -31,29 +31,30 @@ torch_fl::FallbackPolicy describe_fallback() {
   torch_fl::FallbackPolicy policy;
   policy.chip = "nvgpu";
   policy.spec = "specs/nvgpu.yaml";
+  // From the routing table (ChipSpec.routes, as in spec.py's ROUTES): the ops the spec names.
   policy.default_chain = {"triton", "cpu"};
   policy.warn = "once";
-  policy.routes["mm"] = {{}, 70};
-  policy.routes["addmm"] = {{}, 71};
-  policy.routes["bmm"] = {{}, 72};
-  policy.routes["baddbmm"] = {{}, 73};
-  policy.routes["convolution"] = {{}, 75};
-  policy.routes["convolution_backward"] = {{}, 76};
-  policy.routes["native_batch_norm"] = {{}, 77};
-  policy.routes["native_batch_norm_backward"] = {{}, 78};
-  policy.routes["max_pool2d_with_indices"] = {{}, 79};
-  policy.routes["max_pool2d_with_indices_backward"] = {{}, 80};
   policy.routes["_adaptive_avg_pool2d"] = {{}, 81};
   policy.routes["_adaptive_avg_pool2d_backward"] = {{}, 82};
-  policy.routes["_softmax"] = {{}, 83};
-  policy.routes["_softmax_backward_data"] = {{}, 84};
   policy.routes["_log_softmax"] = {{}, 85};
   policy.routes["_log_softmax_backward_data"] = {{}, 86};
-  policy.routes["nll_loss_forward"] = {{}, 87};
-  policy.routes["nll_loss_backward"] = {{}, 88};
-  policy.routes["index_select"] = {{}, 89};
-  policy.routes["embedding_dense_backward"] = {{}, 90};
+  policy.routes["_softmax"] = {{}, 83};
+  policy.routes["_softmax_backward_data"] = {{}, 84};
+  policy.routes["addmm"] = {{}, 71};
+  policy.routes["baddbmm"] = {{}, 73};
+  policy.routes["bmm"] = {{}, 72};
+  policy.routes["convolution"] = {{}, 75};
+  policy.routes["convolution_backward"] = {{}, 76};
   policy.routes["copy_"] = {{}, 91};
+  policy.routes["embedding_dense_backward"] = {{}, 90};
+  policy.routes["index_select"] = {{}, 89};
+  policy.routes["max_pool2d_with_indices"] = {{}, 79};
+  policy.routes["max_pool2d_with_indices_backward"] = {{}, 80};
+  policy.routes["mm"] = {{}, 70};
+  policy.routes["native_batch_norm"] = {{}, 77};
+  policy.routes["native_batch_norm_backward"] = {{}, 78};
+  policy.routes["nll_loss_backward"] = {{}, 88};
+  policy.routes["nll_loss_forward"] = {{}, 87};
   return policy;
 }
 

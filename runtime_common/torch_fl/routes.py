@@ -1,0 +1,44 @@
+"""A generated chip's routing table: the `ROUTES` of its spec.py, read here for the Triton
+router, the test harness and the doctor.
+
+The generator decides every route once (generator/model.py, `ChipSpec.route`) and writes the
+table; nothing at run time recomputes a route. Each entry: the vendor kernel (or None), the
+fallback chain, whether the Triton step serves the op, the spec line naming it (None for ops
+on `fallback.default`), and the path the spec declares (vendor | triton | cpu | error).
+"""
+from __future__ import annotations
+
+from types import ModuleType
+from typing import NamedTuple
+
+
+class Route(NamedTuple):
+    kernel: str | None
+    chain: tuple[str, ...]
+    triton: bool
+    line: int | None
+    path: str
+
+
+def route(spec: ModuleType, op: str) -> Route:
+    """The route of aten op `op` ("name.overload") on the chip whose spec module is `spec`."""
+    return Route(*spec.ROUTES.get(op, spec.DEFAULT_ROUTE))
+
+
+def vendor_ops(spec: ModuleType) -> dict[str, str]:
+    """aten op -> vendor kernel."""
+    return {op: entry[0] for op, entry in spec.ROUTES.items() if entry[0] is not None}
+
+
+def triton_ops(spec: ModuleType, missing_kernels=()) -> set[str]:
+    """Ops the Triton step serves at load time: those without a vendor kernel, plus vendor ops
+    whose kernel the library lacks (`missing_kernels`) when their own chain starts with Triton."""
+    missing = set(missing_kernels)
+    return {op for op, (kernel, _, triton, *_rest) in spec.ROUTES.items()
+            if triton and (kernel is None or op in missing)}
+
+
+def allowed_paths(spec: ModuleType, op: str) -> set[str]:
+    """The paths an op may take on the chip: its vendor kernel, or any step of its chain."""
+    r = route(spec, op)
+    return {"vendor"} if r.kernel is not None else set(r.chain)
