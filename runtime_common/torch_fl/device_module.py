@@ -1,21 +1,38 @@
-"""What every generated chip's device module (`torch.<chip>`) shares with `torch.cuda` beyond
-the basics its template writes: device properties and capability, the device-generic memory
-API (summary, snapshot, per-process fraction, torch.cuda's old names), `torch.<chip>.amp`,
-`StreamContext`, peer access, the default generators, and fork safety.
+"""A generated chip's device module, `torch.<chip>`, mirroring `torch.cuda`: written once here
+for every chip. The generated `device.py` is a shim that calls `install(module, spec, backend)`.
 
-`extend(module, spec, backend)` adds them to the generated module; they read the chip's name
-and facts from its `spec` and reach the runtime through its extension module `backend`.
+`install` defines the basics (availability, current device, streams and events, memory
+statistics, the default generators) and `extend` the rest of torch.cuda's device-generic API
+(device properties and capability, memory summary and snapshot, per-process fraction,
+torch.cuda's old names, `torch.<chip>.amp`, `StreamContext`, peer access, fork safety). They
+read the chip's name and facts from its `spec` module and reach the runtime through its
+extension module `backend`; state lives on the module (`module._initialized`), as it would in
+a hand-written one.
 """
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import types
+from collections import OrderedDict
 from typing import Any
 
 import torch
 
-__all__ = ["extend"]
+__all__ = ["extend", "install"]
+
+# The basics every chip module exports (torch.cuda's names).
+BASICS = (
+    "Event", "Stream", "current_device", "current_stream", "default_stream", "device", "device_count",
+    "empty_cache", "get_amp_supported_dtype", "get_device_name", "get_rng_state", "get_rng_state_all",
+    "init", "initial_seed", "is_available", "is_bf16_supported", "is_initialized", "manual_seed",
+    "manual_seed_all", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
+    "memory_reserved", "memory_stats", "reset_accumulated_memory_stats", "reset_peak_memory_stats", "seed",
+    "seed_all", "set_device", "set_rng_state", "set_rng_state_all", "set_stream", "synchronize",
+)
+# Private helpers `extend` and torch_fl read on the module.
+_HELPERS = ("_lazy_init", "_index", "_generator")
 
 
 class DeviceProperties:
@@ -229,3 +246,233 @@ def extend(module: types.ModuleType, spec: types.ModuleType, backend: Any) -> No
     module.__all__ = sorted(set(module.__all__) | {n for n in functions if not n.startswith("_")}
                             | {"StreamContext", "OutOfMemoryError", "amp", "default_generators"})
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def install(module: types.ModuleType, spec: types.ModuleType, _C: Any) -> None:
+    """Make `module` the chip's device module: the basics, then `extend`'s API."""
+    _init_lock = threading.Lock()
+    module._initialized = False
+
+    def is_available() -> bool:
+        """True if the driver loads and reports at least one device."""
+        return _C.device_count() > 0
+
+    def device_count() -> int:
+        return _C.device_count()
+
+    def is_initialized() -> bool:
+        return module._initialized
+
+    def _lazy_init() -> None:
+        """Load the driver (once). Raises RuntimeError naming the library, symbol and spec."""
+        if module._initialized:
+            return
+        with _init_lock:
+            if not module._initialized:
+                _C._lazy_init()
+                module._initialized = True
+
+    init = _lazy_init
+
+    def _index(device: Any = None, optional: bool = True) -> int:
+        if device is None:
+            return current_device() if optional else 0
+        if isinstance(device, int):
+            return device
+        if isinstance(device, str):
+            device = torch.device(device)
+        if isinstance(device, torch.device):
+            if device.type != spec.CHIP:
+                raise ValueError(f"expected a {spec.CHIP} device, got {device}")
+            return current_device() if device.index is None else device.index
+        raise TypeError(f"cannot interpret {device!r} as a {spec.CHIP} device")
+
+    def current_device() -> int:
+        _lazy_init()
+        return _C.current_device()
+
+    def set_device(device: Any) -> None:
+        _lazy_init()
+        _C.set_device(_index(device))
+
+    class device:
+        """Context manager that makes `device` current, like torch.cuda.device."""
+
+        def __init__(self, device: Any):
+            self.idx = _index(device, optional=False) if device is not None else -1
+            self.prev_idx = -1
+
+        def __enter__(self):
+            if self.idx >= 0:
+                self.prev_idx = current_device()
+                if self.prev_idx != self.idx:
+                    set_device(self.idx)
+            return self
+
+        def __exit__(self, *exc):
+            if self.idx >= 0 and self.prev_idx != self.idx:
+                set_device(self.prev_idx)
+            return False
+
+    def synchronize(device: Any = None) -> None:
+        """Wait for all work queued on the device's streams."""
+        _lazy_init()
+        _C.synchronize(_index(device))
+
+    def get_device_name(device: Any = None) -> str:
+        return f"{spec.DESCRIPTION} ({spec.CHIP}:{_index(device)})"
+
+    def get_amp_supported_dtype() -> list:
+        """The autocast dtypes the spec lists (amp.dtypes). For any other, torch.autocast warns and
+        runs without autocast, as on every custom device; torch_fl.amp.autocast refuses it."""
+        return [getattr(torch, name) for name in spec.AMP_DTYPES]
+
+    def is_bf16_supported(including_emulation: bool = True) -> bool:
+        return "bfloat16" in spec.DTYPES
+
+    # Streams and events: torch.Stream / torch.Event on this device type.
+
+    class Stream(torch.Stream):
+        """A stream of the chip; `Stream()` takes one from the device's pool."""
+
+        def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
+            if kwargs:  # rebuilt from (stream_id, device_index, device_type)
+                return super().__new__(cls, **kwargs)
+            _lazy_init()
+            with module.device(device):
+                return super().__new__(cls, device=torch.device(spec.CHIP, current_device()), priority=priority)
+
+    class _EventType(type(torch.Event)):
+        def __instancecheck__(cls, obj) -> bool:
+            return isinstance(obj, torch.Event) and obj.device.type == spec.CHIP
+
+    class Event(torch.Event, metaclass=_EventType):
+        """An event of the chip. Instances are plain torch.Events on this device (torch's
+        event methods accept nothing else); isinstance(e, Event) still holds."""
+
+        def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+            _lazy_init()
+            return torch.Event(device=spec.CHIP, enable_timing=enable_timing, blocking=blocking,
+                               interprocess=interprocess)
+
+    def _as_stream(packed) -> Stream:
+        stream_id, device_index, device_type = packed
+        return Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)
+
+    def current_stream(device: Any = None) -> Stream:
+        _lazy_init()
+        return _as_stream(_C.current_stream(_index(device)))
+
+    def default_stream(device: Any = None) -> Stream:
+        _lazy_init()
+        return _as_stream(_C.default_stream(_index(device)))
+
+    def set_stream(stream: torch.Stream) -> None:
+        if stream is None:
+            return
+        _lazy_init()
+        _C.set_stream(stream.stream_id, stream.device_index, stream.device_type)
+
+    # Memory: the shared caching allocator's statistics, in torch.cuda's format.
+
+    def _flatten(prefix: str, value, out: dict) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                _flatten(f"{prefix}.{key}" if prefix else key, item, out)
+        else:
+            out[prefix] = value
+
+    def memory_stats(device: Any = None) -> "OrderedDict[str, Any]":
+        _lazy_init()
+        flat: dict = {}
+        _flatten("", _C.memory_stats(_index(device)), flat)
+        return OrderedDict(sorted(flat.items()))
+
+    def memory_allocated(device: Any = None) -> int:
+        return memory_stats(device).get("allocated_bytes.all.current", 0)
+
+    def max_memory_allocated(device: Any = None) -> int:
+        return memory_stats(device).get("allocated_bytes.all.peak", 0)
+
+    def memory_reserved(device: Any = None) -> int:
+        return memory_stats(device).get("reserved_bytes.all.current", 0)
+
+    def max_memory_reserved(device: Any = None) -> int:
+        return memory_stats(device).get("reserved_bytes.all.peak", 0)
+
+    def reset_peak_memory_stats(device: Any = None) -> None:
+        _lazy_init()
+        _C.reset_peak_memory_stats(_index(device))
+
+    def reset_accumulated_memory_stats(device: Any = None) -> None:
+        _lazy_init()
+        _C.reset_accumulated_memory_stats(_index(device))
+
+    def empty_cache() -> None:
+        """Return cached, unused device memory to the driver."""
+        if module._initialized:
+            _C.empty_cache()
+
+    def mem_get_info(device: Any = None) -> tuple:
+        """(free, total) bytes of the device, from the driver."""
+        _lazy_init()
+        return tuple(_C.mem_get_info(_index(device)))
+
+    # Random numbers: one default generator per device, CPU-compatible state.
+
+    def _generator(device: Any = None) -> torch.Generator:
+        _lazy_init()
+        return _C.default_generator(_index(device))
+
+    # Random kernels draw when they run on the device, in stream order: reseeding
+    # first waits for queued work, so numbers drawn after a seed never go to kernels
+    # queued before it.
+
+    def manual_seed(seed: int) -> None:
+        """Seed the current device's generator (torch.manual_seed seeds all of them)."""
+        synchronize()
+        _generator().manual_seed(int(seed))
+
+    def manual_seed_all(seed: int) -> None:
+        for index in range(device_count()):
+            synchronize(index)
+            _generator(index).manual_seed(int(seed))
+
+    def seed() -> None:
+        synchronize()
+        _generator().seed()
+
+    def seed_all() -> None:
+        for index in range(device_count()):
+            synchronize(index)
+        first = _generator(0).seed()
+        for index in range(1, device_count()):
+            _generator(index).manual_seed(first)
+
+    def initial_seed() -> int:
+        return _generator().initial_seed()
+
+    def get_rng_state(device: Any = None) -> torch.Tensor:
+        synchronize(device)  # the device's RNG advances in stream order
+        return _generator(device).get_state()
+
+    def get_rng_state_all() -> list:
+        return [get_rng_state(i) for i in range(device_count())]
+
+    def set_rng_state(new_state: torch.Tensor, device: Any = None) -> None:
+        synchronize(device)
+        _generator(device).set_state(new_state.clone())
+
+    def set_rng_state_all(new_states) -> None:
+        for index, state in enumerate(new_states):
+            set_rng_state(state, index)
+
+    names = dict(locals())
+    for name in (*BASICS, *_HELPERS):
+        value = names[name]
+        if isinstance(value, (type, types.FunctionType)):
+            value.__module__ = module.__name__
+            value.__qualname__ = name
+        setattr(module, name, value)
+    module.__all__ = list(BASICS)
+    extend(module, spec, _C)
