@@ -7,7 +7,11 @@ from torch_fl.testing import suite
 
 from torch_fl_edge import spec
 
-suite.configure(spec, tests_dir=Path(__file__).parent, build_command='torchfl-gen build specs/edge.yaml',
-                default_dtype='float16')
+suite.configure(
+    spec, tests_dir=Path(__file__).parent, build_command='torchfl-gen build specs/edge.yaml',
+    # the dtypes the suite computes in (generator/render.py: suite_dtypes)
+    float_dtype='float16', byte_dtype='int8', convert_dtype='int8',
+    atol=0.01, set_default_dtype=True,
+)
 
 from torch_fl.testing.suite import *  # noqa: E402,F401,F403  (its hooks and fixtures)

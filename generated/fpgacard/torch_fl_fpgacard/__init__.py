@@ -3,120 +3,22 @@
 """The `fpgacard` device for PyTorch, generated from specs/fpgacard.yaml.
 
 `import torch` loads it (entry point `torch.backends`); then `torch.fpgacard`
-mirrors `torch.cuda` and tensors accept `device="fpgacard"`.
+mirrors `torch.cuda` and tensors accept `device="fpgacard"`. Registration is
+torch_fl.backend's, given this chip's spec.
 """
-import json
-import warnings
-from pathlib import Path
+from torch_fl.backend import ChipBackend
 
 from . import spec
 
 __version__ = spec.PACKAGE_VERSION
 
-_registered = False
-_failed_step = None  # the first registration error, reported again on every later attempt
-_load_error = None  # why registering failed, for torch_fl's doctor
-_triton_library = None  # keeps the Triton registrations alive
-triton_status = "not enabled"
+_backend = ChipBackend(__name__, spec)
+_register = _backend.register
+_autoload = _backend.autoload
+load_error = _backend.load_error
 
 
-def _driver_search_paths():
-    record = Path(__file__).with_name("_build.json")
-    if not record.exists():
-        return []
-    return list(json.loads(record.read_text())["driver_search_paths"])
-
-
-def _register():
-    """Rename PrivateUse1 to `fpgacard` and install `torch.fpgacard` (idempotent)."""
-    global _registered, _failed_step
-    if _registered:
-        return
-    if _failed_step is not None:  # a half-done registration cannot be redone in this process
-        raise RuntimeError(f"registering {spec.CHIP} failed earlier in this process: {_failed_step}")
-    try:
-        _register_steps()
-    except Exception as error:
-        _failed_step = f"{type(error).__name__}: {error}"
-        raise
-    _registered = True
-
-
-def _register_steps():
-    import torch
-
-    from . import _C
-
-    _C._set_driver_search_paths(_driver_search_paths())
-    torch.utils.rename_privateuse1_backend(spec.CHIP)
-    from . import device
-
-    torch._register_device_module(spec.CHIP, device)
-    torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
-    _route_to_triton()
-    _enable_amp()
-    _register_collectives()
-    from torch_fl import _exit_drain
-
-    _exit_drain.install(spec.CHIP)  # a backward's last moments must not meet interpreter exit
-
-
-_scaler_library = None  # keeps the GradScaler kernels registered
-
-
-def _enable_amp():
-    """Autocast's default dtype (the spec's amp.default) and the GradScaler ops' kernels."""
-    global _scaler_library
-    if not spec.AMP_DTYPES:
-        return
-    import torch
-    from torch_fl import amp
-
-    torch.set_autocast_dtype(spec.CHIP, getattr(torch, spec.AMP_DEFAULT_DTYPE))
-    _scaler_library = amp.register_scaler_kernels(spec.CHIP, _C._note_path, spec.TRITON_MODE)
-
-
-def _register_collectives():
-    """The spec's `distributed` backend, for this chip's tensors."""
-    if not spec.DIST_BACKEND:
-        return
-    from torch_fl import distributed
-
-    distributed.register_chip_backend(spec)
-
-
-def _route_to_triton():
-    """The `triton` step: the ops the routing table gives it, plus vendor ops whose kernel the
-    library lacks when their own chain starts with triton."""
-    global _triton_library, triton_status
-    from torch_fl import routes
-
-    ops = routes.triton_ops(spec, missing_kernels=_C._missing_kernel_ops())
-    if not ops:
-        return
-    from torch_fl import _triton_route
-
-    _triton_library, triton_status = _triton_route.enable(spec.CHIP, ops, _C._note_path, spec.TRITON_MODE,
-                                                              _C._next_step, _C._current_native_stream, backend=_C)
-    _C._set_triton_status(triton_status)
-
-
-def _autoload():
-    """Entry point run by `import torch`: a broken backend must not break torch."""
-    global _load_error
-    try:
-        _register()
-    except Exception as error:  # reported, not raised: torch itself must stay importable
-        _load_error = f"{type(error).__name__}: {error}"
-        warnings.warn(f"{spec.CHIP} backend ({__name__}) could not be loaded: {_load_error}", stacklevel=2)
-
-
-def load_error():
-    """Why the backend could not be registered or its driver loaded, or None."""
-    if _load_error is not None:
-        return _load_error
-    if not _registered:
-        return "not registered"
-    from . import _C
-
-    return _C._driver_load_error() or None
+def __getattr__(name):
+    if name == "triton_status":  # set when the backend registers
+        return _backend.triton_status
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

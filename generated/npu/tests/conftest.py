@@ -7,7 +7,11 @@ from torch_fl.testing import suite
 
 from torch_fl_npu import spec
 
-suite.configure(spec, tests_dir=Path(__file__).parent, build_command='torchfl-gen build specs/npu.yaml',
-                default_dtype=None)
+suite.configure(
+    spec, tests_dir=Path(__file__).parent, build_command='torchfl-gen build specs/npu.yaml',
+    # the dtypes the suite computes in (generator/render.py: suite_dtypes)
+    float_dtype='float32', byte_dtype='uint8', convert_dtype='float64',
+    atol=1e-05, set_default_dtype=False,
+)
 
 from torch_fl.testing.suite import *  # noqa: E402,F401,F403  (its hooks and fixtures)

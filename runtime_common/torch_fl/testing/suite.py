@@ -24,10 +24,16 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ChipSuite:
+    """A chip suite's facts: its spec module and the dtypes the generator chose for it
+    (generator/render.py, SuiteDtypes)."""
     spec: ModuleType                    # the generated package's spec.py
     tests_dir: Path                     # the suite's folder
     build_command: str                  # what installs the backend, for the error when it is missing
-    default_dtype: str | None = None    # torch's default dtype for the suite (a chip without float32)
+    float_dtype: str = "float32"        # the dtype tests compute in: float32, else the chip's first float
+    byte_dtype: str = "uint8"           # a one-byte dtype of the chip (else float_dtype)
+    convert_dtype: str | None = None    # a second dtype for converting copies (None: the chip has one)
+    atol: float = 1e-5                  # the autograd checks' tolerance in float_dtype
+    set_default_dtype: bool = False     # no float32 on the chip: torch's default becomes float_dtype
 
     def package(self) -> ModuleType:
         return importlib.import_module(self.spec.__name__.rpartition(".")[0])
@@ -40,10 +46,11 @@ class ChipSuite:
 _configured: ChipSuite | None = None
 
 
-def configure(spec: ModuleType, tests_dir: Path, build_command: str, default_dtype: str | None = None) -> None:
-    """Called by the chip's conftest.py before anything else of its suite is imported."""
+def configure(spec: ModuleType, tests_dir: Path, build_command: str, **dtypes) -> None:
+    """Called by the chip's conftest.py before anything else of its suite is imported; `dtypes`
+    are ChipSuite's dtype fields."""
     global _configured
-    _configured = ChipSuite(spec, Path(tests_dir), build_command, default_dtype)
+    _configured = ChipSuite(spec, Path(tests_dir), build_command, **dtypes)
 
 
 def chip() -> ChipSuite:
@@ -58,9 +65,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "vendor_op(name): checks the vendor kernel of one aten op")
     if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD") == "0" and not hasattr(torch, chip().spec.CHIP):
         chip().package()._register()  # autoload is off: register the backend as a script would
-    if chip().default_dtype is not None:
+    if chip().set_default_dtype:
         # The chip has no float32: tensors made without a dtype must be of its float to live on it.
-        torch.set_default_dtype(getattr(torch, chip().default_dtype))
+        torch.set_default_dtype(getattr(torch, chip().float_dtype))
 
 
 @pytest.fixture(scope="session", autouse=True)
