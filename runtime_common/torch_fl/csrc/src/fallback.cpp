@@ -1,6 +1,6 @@
 #include <torch_fl/fallback.h>
 
-#include <torch_fl/generator.h>
+#include <torch_fl/rng.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/native/CPUFallback.h>

@@ -1,7 +1,7 @@
 #include <torch_fl/caching_allocator.h>
 #include <torch_fl/core_ops.h>
 #include <torch_fl/driver.h>
-#include <torch_fl/generator.h>
+#include <torch_fl/rng.h>
 #include <torch_fl/hooks.h>
 #include <torch_fl/host_allocator.h>
 

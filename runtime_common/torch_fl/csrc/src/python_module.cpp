@@ -3,7 +3,7 @@
 #include <torch_fl/caching_allocator.h>
 #include <torch_fl/driver.h>
 #include <torch_fl/fallback.h>
-#include <torch_fl/generator.h>
+#include <torch_fl/rng.h>
 #include <torch_fl/host_allocator.h>
 #include <torch_fl/python_module.h>
 #include <torch_fl/streams.h>

@@ -1,5 +1,5 @@
 #include <torch_fl/driver.h>
-#include <torch_fl/generator.h>
+#include <torch_fl/rng.h>
 
 #include <deque>
 #include <mutex>
