@@ -254,7 +254,9 @@ def compile_package(spec: ChipSpec, result: GenerateResult, *, install: bool, ve
         progress(f"{spec.chip.distribution} is up to date (installed, same inputs): nothing to "
                  + ("install" if native else "compile"))
         return None
+    # TORCHFL_RUNTIME_OBJECTS: the shared runtime's objects, compiled once for every build.
     env = dict(os.environ, TORCHFL_BUILD_DIR=str(build_dir), TORCHFL_BUILD_INPUTS=fingerprint,
+               TORCHFL_RUNTIME_OBJECTS=str(cache_root() / "runtime"),
                MAX_JOBS=os.environ.get("MAX_JOBS", str(os.cpu_count() or 1)))
     pip = [sys.executable, "-m", "pip"]
     flags = ["--no-build-isolation", "--no-deps", "--disable-pip-version-check"]

@@ -29,7 +29,6 @@ PRIVATEUSE1_FILES = (
     ("csrc/driver.cpp.j2", "csrc/driver.cpp"),
     ("csrc/registration.cpp.j2", "csrc/registration.cpp"),
     ("csrc/ops.cpp.j2", "csrc/ops.cpp"),
-    ("csrc/module.cpp.j2", "csrc/module.cpp"),
     ("csrc/autocast.cpp.j2", "csrc/autocast.cpp"),
     ("package/__init__.py.j2", "{pkg}/__init__.py"),
     ("package/device.py.j2", "{pkg}/device.py"),

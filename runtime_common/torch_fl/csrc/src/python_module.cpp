@@ -256,3 +256,13 @@ void bind_backend(py::module_& m) {
 }
 
 }  // namespace torch_fl
+
+// Every chip's extension module is `<package>._C`, and the same: the runtime's Python surface.
+// Defined here, once, rather than in each generated package.
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "The torch_fl runtime of a generated chip backend (the chip's package names it)";
+  torch_fl::bind_backend(m);
+  m.def("_set_driver_search_paths", [](std::vector<std::string> paths) {
+    torch_fl::Driver::instance().set_search_paths(std::move(paths));
+  });
+}
