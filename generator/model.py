@@ -202,7 +202,7 @@ class Route:
 class FallbackPolicy:
     default: tuple[str, ...]            # chain for ops the spec does not name
     warn: str                           # once | always | never
-    triton: str = "compile"             # how the triton step runs: compile | interpret
+    triton: str                         # how the triton step runs: compile | interpret
 
 
 @dataclass(frozen=True)
@@ -235,8 +235,8 @@ class ChipSpec:
     driver: Driver
     kernels: Kernels | None
     dtypes: tuple[str, ...]
+    fallback: FallbackPolicy            # the spec's `fallback`, its defaults filled from the schema
     ops: tuple[OpEntry, ...] = field(default=())
-    fallback: FallbackPolicy = FallbackPolicy(default=("cpu",), warn="once")
     amp: Amp | None = None
     distributed: Distributed | None = None
     # The shared Triton library's ops (runtime data, passed in: the model imports no runtime).

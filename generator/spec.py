@@ -13,7 +13,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from . import model, triton_catalog
+from . import defaults, model, triton_catalog
 # Looked up at call time under this name, so that a test can make the checks fail.
 from .checks import semantic_errors as _semantic_errors
 from .checks.amp import AMP_OP_LISTS
@@ -80,8 +80,8 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes,
            driver_version: str | None = None) -> model.ChipSpec | model.NativeSpec:
     from . import torch_ops
 
-    d = doc.data
-    if d["chip"].get("integration") == "native":
+    d = defaults.filled(doc.data, load_schema())  # the schema's defaults: no literal default below
+    if d["chip"]["integration"] == "native":
         return _build_native(doc, source, display, raw, driver_version)
     version, overlay_path, overlay = _overlay_for(doc, driver_version)
     base = source.parent
@@ -117,7 +117,7 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes,
             signature=torch_ops.signature(name),
             line=doc.key_loc(where)[0],
         ))
-    fb = d.get("fallback") or {}
+    fb = d["fallback"]
     amp = d.get("amp")
     dist = d.get("distributed")
     return model.ChipSpec(
@@ -149,15 +149,14 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes,
         kernels=kernels,
         dtypes=tuple((overlay or {}).get("dtypes") or d["dtypes"]),
         ops=tuple(ops),
-        fallback=model.FallbackPolicy(default=tuple(fb.get("default", ("cpu",))), warn=fb.get("warn", "once"),
-                                      triton=fb.get("triton", "compile")),
+        fallback=model.FallbackPolicy(default=tuple(fb["default"]), warn=fb["warn"], triton=fb["triton"]),
         amp=_amp(amp) if amp is not None else None,
         distributed=model.Distributed(
             backend=dist["backend"],
             replaces=tuple(dist.get("replaces", ())),
             unsupported_options=tuple(dist.get("unsupported_options", ())),
-            init_method=dist.get("init_method", "tcp"),
-            staging=dist.get("staging", "gloo"),
+            init_method=dist["init_method"],
+            staging=dist["staging"],
         ) if dist is not None else None,
         triton_catalog=triton_catalog.load(),
     )

@@ -104,7 +104,7 @@ def test_minimal_spec_defaults(tmp_path):
     s = load_spec(write(tmp_path, minimal))
     assert s.kernels is None and s.ops == () and s.amp is None
     assert s.chip.capability == (0, 0)
-    assert s.fallback == model.FallbackPolicy(default=("cpu",), warn="once")
+    assert s.fallback == model.FallbackPolicy(default=("cpu",), warn="once", triton="compile")
     assert s.chip.integration == "privateuse1"
     assert s.driver.search_paths == () and s.driver.home_env is None
 
