@@ -238,6 +238,7 @@ def _environment() -> jinja2.Environment:
     env.filters["tojson"] = json_literal
     env.filters["py_literal"] = py_literal
     env.filters["route_literal"] = route_literal
+    env.filters["py_tuple_lines"] = py_tuple_lines
     return env
 
 
@@ -251,6 +252,20 @@ def py_literal(value) -> str:
         items = [py_literal(v) for v in value]
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
     raise TypeError(f"no Python literal for {type(value).__name__}")
+
+
+def py_tuple_lines(items, width: int = 104) -> str:
+    """A tuple literal of strings, one indented line per `width` characters: `()` when empty."""
+    if not items:
+        return "()"
+    lines, line = [], ""
+    for item in map(py_string, items):
+        if line and len(line) + len(item) + 2 > width:
+            lines.append(line)
+            line = ""
+        line += ("" if not line else " ") + item + ","
+    lines.append(line)
+    return "(\n" + "".join(f"    {line}\n" for line in lines) + ")"
 
 
 def route_literal(route: Route) -> str:
