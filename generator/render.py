@@ -147,20 +147,6 @@ def vendor_wrappers(spec: ChipSpec) -> list[VendorWrapper]:
     return wrappers
 
 
-# Ops the generated suite uses to watch an op take the fallback chain past Triton: the first
-# that neither a vendor kernel nor the Triton library serves. (aten op reached, call on `x`)
-FALLBACK_PROBES = (
-    ("cumsum.out", "torch.cumsum({x}, 0)"),
-    ("histc", "torch.histc({x}, bins=4)"),
-    ("bucketize.Tensor", "torch.bucketize({x}, {x})"),
-    ("searchsorted.Tensor", "torch.searchsorted({x}, {x})"),
-)
-
-
-def fallback_probe(spec: ChipSpec) -> tuple[str, str] | None:
-    return next((probe for probe in FALLBACK_PROBES if spec.route(probe[0]).path not in ("vendor", "triton")), None)
-
-
 @dataclass(frozen=True)
 class SuiteDtypes:
     """The dtypes the generated suite computes in, from the chip's `dtypes`."""
@@ -320,7 +306,6 @@ def render(spec: ChipSpec | NativeSpec, output_dir: Path) -> dict[str, str]:
         "wrappers": vendor_wrappers(spec),
         "dtype_enum": DTYPE_ENUM,
         "amp_kernels": amp_kernels(spec),
-        "fallback_probe": fallback_probe(spec),
         "copy_wrapper": next((w for w in vendor_wrappers(spec) if w.op.name == "copy_"), None),
         "default_route": route_literal(spec.default_route),
         "paths": {

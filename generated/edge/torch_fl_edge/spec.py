@@ -47,6 +47,8 @@ DRIVER_HOOKS = {
 }
 
 DTYPES = ('float16', 'int8', 'bool',)
+# the dtypes a spec may list (torchfl-gen's) that this chip refuses
+REFUSED_DTYPES = ('float32', 'float64', 'bfloat16', 'uint8', 'int16', 'int32', 'int64', 'complex64', 'complex128',)
 AMP_DTYPES = ()
 AMP_DEFAULT_DTYPE = ''
 # amp's op lists, as csrc/autocast.cpp registers them (the spec's, or torch's CUDA lists): aten

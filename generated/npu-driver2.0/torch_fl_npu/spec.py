@@ -47,6 +47,8 @@ DRIVER_HOOKS = {
 }
 
 DTYPES = ('bool', 'uint8', 'int8', 'int16', 'int32', 'int64', 'float16', 'bfloat16', 'float32', 'float64',)
+# the dtypes a spec may list (torchfl-gen's) that this chip refuses
+REFUSED_DTYPES = ('complex64', 'complex128',)
 AMP_DTYPES = ('float16', 'bfloat16',)
 AMP_DEFAULT_DTYPE = 'float16'
 # amp's op lists, as csrc/autocast.cpp registers them (the spec's, or torch's CUDA lists): aten
