@@ -146,20 +146,6 @@ def vendor_wrappers(spec: ChipSpec) -> list[VendorWrapper]:
     return wrappers
 
 
-# Ops the generated suite uses to watch an op take the fallback chain past Triton: the first
-# that neither a vendor kernel nor the Triton library serves. (aten op reached, call on `x`)
-FALLBACK_PROBES = (
-    ("cumsum.out", "torch.cumsum({x}, 0)"),
-    ("histc", "torch.histc({x}, bins=4)"),
-    ("bucketize.Tensor", "torch.bucketize({x}, {x})"),
-    ("searchsorted.Tensor", "torch.searchsorted({x}, {x})"),
-)
-
-
-def fallback_probe(spec: ChipSpec) -> tuple[str, str] | None:
-    return next((probe for probe in FALLBACK_PROBES if spec.route(probe[0]).path not in ("vendor", "triton")), None)
-
-
 @dataclass(frozen=True)
 class SuiteDtypes:
     """The dtypes the generated suite computes in, from the chip's `dtypes`."""
@@ -237,6 +223,7 @@ def _environment() -> jinja2.Environment:
     env.filters["tojson"] = json_literal
     env.filters["py_literal"] = py_literal
     env.filters["route_literal"] = route_literal
+    env.filters["py_tuple_lines"] = py_tuple_lines
     return env
 
 
@@ -250,6 +237,20 @@ def py_literal(value) -> str:
         items = [py_literal(v) for v in value]
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
     raise TypeError(f"no Python literal for {type(value).__name__}")
+
+
+def py_tuple_lines(items, width: int = 104) -> str:
+    """A tuple literal of strings, one indented line per `width` characters: `()` when empty."""
+    if not items:
+        return "()"
+    lines, line = [], ""
+    for item in map(py_string, items):
+        if line and len(line) + len(item) + 2 > width:
+            lines.append(line)
+            line = ""
+        line += ("" if not line else " ") + item + ","
+    lines.append(line)
+    return "(\n" + "".join(f"    {line}\n" for line in lines) + ")"
 
 
 def route_literal(route: Route) -> str:
@@ -304,7 +305,6 @@ def render(spec: ChipSpec | NativeSpec, output_dir: Path) -> dict[str, str]:
         "wrappers": vendor_wrappers(spec),
         "dtype_enum": DTYPE_ENUM,
         "amp_kernels": amp_kernels(spec),
-        "fallback_probe": fallback_probe(spec),
         "copy_wrapper": next((w for w in vendor_wrappers(spec) if w.op.name == "copy_"), None),
         "default_route": route_literal(spec.default_route),
         "paths": {

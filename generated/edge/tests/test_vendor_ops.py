@@ -6,21 +6,10 @@ Each case runs on the chip and on the CPU and compares (rtol/atol per dtype),
 and asserts that the vendor kernel itself ran (its path counter moved). Where the
 op is differentiable its backward is compared too, under strict mode: a backward
 op that takes the CPU step fails the case instead of running there with a warning.
-Select with `-k`, e.g. `pytest tests -k "mm and float32"`.
+Select with `-k`, e.g. `pytest tests -k "mm and float32"`. The test comes from
+torch_fl.testing.vendor_ops (kernel_test), made for the cases below and the chip conftest.py configured.
 """
-import pytest
-import torch
-import torch_fl
-from torch.testing._internal.common_methods_invocations import op_db
-from torch.utils._pytree import tree_leaves
-
-CHIP = 'edge'
-TOLERANCES = {torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7), torch.float16: (1e-3, 1e-3),
-              torch.bfloat16: (1.6e-2, 1e-2)}
-OPINFO_DTYPES = [torch.float16]
-OPINFOS = {}
-for _info in op_db:
-    OPINFOS.setdefault(_info.name, _info)
+from torch_fl.testing import vendor_ops
 
 # aten op -> how it is checked (generator/opinfo_map.py)
 CASES = [
@@ -36,88 +25,4 @@ CASES = [
     ('copy_', ["expr", "lambda d: torch.randn(4, 6, device=d).t().contiguous()"]),
 ]
 
-
-def to_chip(value):
-    return value.to(CHIP) if isinstance(value, torch.Tensor) else value
-
-
-def tree_map(fn, value):
-    if isinstance(value, (list, tuple)):
-        return type(value)(tree_map(fn, v) for v in value)
-    if isinstance(value, dict):
-        return {k: tree_map(fn, v) for k, v in value.items()}
-    return fn(value)
-
-
-def assert_same(actual, expected):
-    if isinstance(expected, torch.Tensor):
-        assert actual.device.type == CHIP, f"result on {actual.device}, not on the chip"
-        rtol, atol = TOLERANCES.get(expected.dtype, (0, 0))
-        torch.testing.assert_close(actual.cpu(), expected, rtol=rtol, atol=atol, equal_nan=True)
-    elif isinstance(expected, (list, tuple)):
-        assert len(actual) == len(expected)
-        for a, e in zip(actual, expected):
-            assert_same(a, e)
-    else:
-        assert actual == expected
-
-
-def vendor_calls(stats, op):
-    return stats().get(op, {}).get("vendor", 0)
-
-
-def run_opinfo(info, dtype):
-    """Run every sample on both devices, backward too where differentiable; the samples compared."""
-    compared = 0
-    differentiable = info.supports_autograd and dtype in info.supported_backward_dtypes("cpu")
-    samples = list(info.sample_inputs("cpu", dtype, requires_grad=differentiable))
-    assert samples, f"OpInfo {info.name} has no samples for {dtype}"
-    for sample in samples:
-        cpu_args = (sample.input, *sample.args)
-        chip_args = tree_map(lambda t: t.detach().to(CHIP).requires_grad_(t.requires_grad)
-                             if isinstance(t, torch.Tensor) else t, cpu_args)
-        chip_kwargs = tree_map(to_chip, sample.kwargs)
-        expected = info.op(*cpu_args, **sample.kwargs)
-        actual = info.op(*chip_args, **chip_kwargs)
-        assert_same(actual, expected)
-        compared += 1
-        if differentiable:
-            outputs = [o for o in (expected if isinstance(expected, (list, tuple)) else [expected])
-                       if isinstance(o, torch.Tensor) and o.requires_grad]
-            if not outputs:
-                continue
-            chip_outputs = [o for o in (actual if isinstance(actual, (list, tuple)) else [actual])
-                            if isinstance(o, torch.Tensor) and o.requires_grad]
-            grads = [torch.randn_like(o) for o in outputs]
-            cpu_inputs = [t for t in tree_leaves(cpu_args) if isinstance(t, torch.Tensor) and t.requires_grad]
-            chip_inputs = [t for t in tree_leaves(chip_args) if isinstance(t, torch.Tensor) and t.requires_grad]
-            if not cpu_inputs:
-                continue
-            expected_grads = torch.autograd.grad(outputs, cpu_inputs, grads, allow_unused=True)
-            with torch_fl.strict_fallback():  # the backward runs on the chip, or the case fails
-                actual_grads = torch.autograd.grad(chip_outputs, chip_inputs, [g.to(CHIP) for g in grads],
-                                                   allow_unused=True)
-            for a, e in zip(actual_grads, expected_grads):
-                if e is not None:
-                    assert_same(a, e)
-    return compared
-
-
-@pytest.mark.parametrize("dtype", OPINFO_DTYPES, ids=str)
-@pytest.mark.parametrize("aten_op,case", CASES, ids=[f"{op}-{c[1] if c[0] == 'opinfo' else 'expr'}-{i}"
-                                                    for i, (op, c) in enumerate(CASES)])
-def test_vendor_kernel_matches_cpu(aten_op, case, dtype, fallback_stats):
-    if case[0] == "opinfo":
-        _, name, _mode = case  # mode "grad": the aten op is a backward, reached through autograd
-        assert name in OPINFOS, f"torch's op_db has no OpInfo {name!r}"
-        compared = run_opinfo(OPINFOS[name], dtype)
-        assert compared > 0
-    else:
-        fn = eval(case[1], {"torch": torch})  # the generator's own expressions, not spec text
-        torch.manual_seed(0)
-        actual = fn(CHIP)
-        torch.manual_seed(0)
-        expected = fn("cpu")
-        assert_same(actual, expected)
-    assert vendor_calls(fallback_stats, aten_op) > 0, (
-        f"the vendor kernel for {aten_op} did not run; paths seen: {fallback_stats()}")
+test_vendor_kernel_matches_cpu = vendor_ops.kernel_test(CASES)

@@ -47,8 +47,15 @@ DRIVER_HOOKS = {
 }
 
 DTYPES = ('float16', 'int8', 'bool',)
+# the dtypes a spec may list (torchfl-gen's) that this chip refuses
+REFUSED_DTYPES = ('float32', 'float64', 'bfloat16', 'uint8', 'int16', 'int32', 'int64', 'complex64', 'complex128',)
 AMP_DTYPES = ()
 AMP_DEFAULT_DTYPE = ''
+# amp's op lists, as csrc/autocast.cpp registers them (the spec's, or torch's CUDA lists): aten
+# ops autocast runs in the autocast dtype, in float32, and in the widest input dtype
+AMP_LOWER_PRECISION_OPS = ()
+AMP_FP32_OPS = ()
+AMP_PROMOTE_OPS = ()
 
 # The routing table: generator/model.py (ChipSpec.route) decides each route once; the C++
 # fallback, torch_fl.routes (the Triton router, the tests, the doctor) and `torchfl-gen matrix`

@@ -47,8 +47,38 @@ DRIVER_HOOKS = {
 }
 
 DTYPES = ('float32', 'float64', 'float16', 'bfloat16', 'int8', 'uint8', 'int16', 'int32', 'int64', 'bool', 'complex64', 'complex128',)
+# the dtypes a spec may list (torchfl-gen's) that this chip refuses
+REFUSED_DTYPES = ()
 AMP_DTYPES = ('float16', 'bfloat16',)
 AMP_DEFAULT_DTYPE = 'float16'
+# amp's op lists, as csrc/autocast.cpp registers them (the spec's, or torch's CUDA lists): aten
+# ops autocast runs in the autocast dtype, in float32, and in the widest input dtype
+AMP_LOWER_PRECISION_OPS = (
+    '_convolution.deprecated', '_convolution', 'conv1d', 'conv2d', 'conv3d', 'conv_tbc', 'conv_transpose1d',
+    'conv_transpose2d.input', 'conv_transpose3d.input', 'convolution', 'prelu', 'addmm', 'addmv', 'addr',
+    'matmul', 'einsum', 'mm', 'mv', 'linalg_vecdot', 'linear', 'addbmm', 'baddbmm', 'bmm', 'chain_matmul',
+    'linalg_multi_dot', '_thnn_fused_lstm_cell', '_thnn_fused_gru_cell', 'lstm_cell', 'gru_cell',
+    'rnn_tanh_cell', 'rnn_relu_cell', '_scaled_dot_product_flash_attention', 'scaled_dot_product_attention',
+)
+AMP_FP32_OPS = (
+    'acos', 'asin', 'cosh', 'erfinv', 'exp', 'expm1', 'log', 'log10', 'log2', 'log1p', 'reciprocal',
+    'rsqrt', 'sinh', 'tan', 'pow.Tensor_Scalar', 'pow.Tensor_Tensor', 'pow.Scalar', 'softplus',
+    'layer_norm', 'native_layer_norm', 'rms_norm', 'group_norm', 'frobenius_norm.dim', 'nuclear_norm',
+    'nuclear_norm.dim', 'cosine_similarity', 'poisson_nll_loss', 'cosine_embedding_loss', 'nll_loss',
+    'nll_loss2d', 'hinge_embedding_loss', 'kl_div', 'l1_loss', 'smooth_l1_loss', 'huber_loss', 'mse_loss',
+    'margin_ranking_loss', 'multilabel_margin_loss', 'soft_margin_loss', 'triplet_margin_loss',
+    'multi_margin_loss', 'binary_cross_entropy_with_logits', 'dist', 'pdist', 'cdist', 'renorm',
+    'logsumexp', 'upsample_nearest1d', '_upsample_nearest_exact1d', 'upsample_nearest2d',
+    '_upsample_nearest_exact2d', 'upsample_nearest3d', '_upsample_nearest_exact3d', 'upsample_linear1d',
+    'upsample_bilinear2d', '_upsample_bilinear2d_aa', 'upsample_trilinear3d', 'upsample_bicubic2d',
+    '_upsample_bicubic2d_aa', 'prod', 'prod.dim_int', 'softmax.int', 'log_softmax.int', 'cumprod', 'cumsum',
+    'linalg_vector_norm', 'linalg_matrix_norm', 'linalg_matrix_norm.str_ord', 'sum', 'sum.dim_IntList',
+    'norm.Scalar', 'norm.ScalarOpt_dim',
+)
+AMP_PROMOTE_OPS = (
+    'addcdiv', 'addcmul', 'atan2', 'bilinear', 'cross', 'dot', 'vdot', 'grid_sampler', 'index_put',
+    'tensordot', 'scatter_add',
+)
 
 # The routing table: generator/model.py (ChipSpec.route) decides each route once; the C++
 # fallback, torch_fl.routes (the Triton router, the tests, the doctor) and `torchfl-gen matrix`
