@@ -55,7 +55,7 @@ def chip_available(name: str) -> bool:
 def triton_route(chip: str) -> dict:
     """How the chip's Triton ops ran so far in this process: the backend's status line and
     the pointwise calls replayed from C++ against those sent to the Python kernel
-    (torch_fl._triton_fast; TORCHFL_TRITON_CPP_LAUNCH=0 turns the replay off)."""
+    (torch_fl._triton_fast; TORCH_FL_TRITON_CPP_LAUNCH=0 turns the replay off)."""
     import importlib
 
     try:

@@ -52,7 +52,7 @@ def main(argv=None):
             subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", spec.chip.distribution],
                            capture_output=True)
         with tempfile.TemporaryDirectory(prefix="torchfl-bench-cache-") as cache:
-            env = dict(os.environ, TORCHFL_CACHE_DIR=cache)
+            env = dict(os.environ, TORCH_FL_CACHE_DIR=cache)
             output = Path(cache) / "pkg"
             cold = build(spec_path, env, not args.no_install, output)
             noop = [build(spec_path, env, not args.no_install, output) for _ in range(args.noop_runs)]

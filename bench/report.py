@@ -122,16 +122,16 @@ SECTIONS = [
 
 def _python_launch(record: dict) -> bool:
     """Whether the record was measured with the chip's Triton ops launched from Python
-    (TORCHFL_TRITON_CPP_LAUNCH=0, a comparison run), as its Triton route says."""
+    (TORCH_FL_TRITON_CPP_LAUNCH=0, a comparison run), as its Triton route says."""
     routes = list(record.get("triton_route", {}).values()) if record["benchmark"] == "op_overhead" else \
         [record.get("triton_route", {})] + [v.get("triton_route", {}) for v in record.get("results", {}).values()
                                              if isinstance(v, dict)]
-    return any("TORCHFL_TRITON_CPP_LAUNCH=0" in (route or {}).get("status", "") for route in routes)
+    return any("TORCH_FL_TRITON_CPP_LAUNCH=0" in (route or {}).get("status", "") for route in routes)
 
 
 def command(record: dict) -> str:
     name = record["benchmark"]
-    prefix = "TORCHFL_TRITON_CPP_LAUNCH=0 " if _python_launch(record) else ""
+    prefix = "TORCH_FL_TRITON_CPP_LAUNCH=0 " if _python_launch(record) else ""
     return prefix + COMMANDS[name].format(
         pairs=" --pair ".join(record.get("results", {}).keys()) if name == "op_overhead" else "",
         chip=record.get("chip"), native=record.get("native"),

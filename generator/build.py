@@ -24,6 +24,7 @@ from . import __version__
 from .model import ChipSpec, NativeSpec
 from .render import MARKER, digest, render
 from .runtime_files import csrc_dir
+from . import env
 
 
 class BuildError(Exception):
@@ -167,7 +168,7 @@ def _ignored_build_products(spec: ChipSpec) -> tuple[str, ...]:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("TORCHFL_CACHE_DIR", Path.home() / ".cache" / "torchfl-gen"))
+    return Path(env.get("CACHE_DIR", Path.home() / ".cache" / "torchfl-gen"))
 
 
 def build_dir_for(spec: ChipSpec, output_dir: Path) -> Path:
@@ -254,16 +255,16 @@ def compile_package(spec: ChipSpec, result: GenerateResult, *, install: bool, ve
         progress(f"{spec.chip.distribution} is up to date (installed, same inputs): nothing to "
                  + ("install" if native else "compile"))
         return None
-    # TORCHFL_RUNTIME_OBJECTS: the shared runtime's objects, compiled once for every build.
-    env = dict(os.environ, TORCHFL_BUILD_DIR=str(build_dir), TORCHFL_BUILD_INPUTS=fingerprint,
-               TORCHFL_RUNTIME_OBJECTS=str(cache_root() / "runtime"),
+    # TORCH_FL_RUNTIME_OBJECTS: the shared runtime's objects, compiled once for every build.
+    build_env = dict(os.environ, TORCH_FL_BUILD_DIR=str(build_dir), TORCH_FL_BUILD_INPUTS=fingerprint,
+               TORCH_FL_RUNTIME_OBJECTS=str(cache_root() / "runtime"),
                MAX_JOBS=os.environ.get("MAX_JOBS", str(os.cpu_count() or 1)))
     pip = [sys.executable, "-m", "pip"]
     flags = ["--no-build-isolation", "--no-deps", "--disable-pip-version-check"]
     if install:
         progress(f"{'installing' if native else 'compiling and installing'} {spec.chip.distribution} "
                  f"(log: {build_dir / 'build.log'})")
-        _run(pip + ["install", *flags, str(result.output_dir)], env, build_dir / "build.log", verbose, "pip install")
+        _run(pip + ["install", *flags, str(result.output_dir)], build_env, build_dir / "build.log", verbose, "pip install")
         progress(f"installed {spec.chip.distribution}: " + (
             f"torch_fl now knows the {spec.chip.name} chip (torch.{spec.device_type} on a {spec.torch_build} build)"
             if native else f"`import torch` now provides torch.{spec.chip.name}"))
@@ -271,7 +272,7 @@ def compile_package(spec: ChipSpec, result: GenerateResult, *, install: bool, ve
     wheels = build_dir / "dist"
     shutil.rmtree(wheels, ignore_errors=True)
     progress(f"compiling {spec.chip.distribution} into a wheel (log: {build_dir / 'build.log'})")
-    _run(pip + ["wheel", *flags, "-w", str(wheels), str(result.output_dir)], env, build_dir / "build.log",
+    _run(pip + ["wheel", *flags, "-w", str(wheels), str(result.output_dir)], build_env, build_dir / "build.log",
          verbose, "pip wheel")
     found = sorted(wheels.glob("*.whl"))
     if not found:

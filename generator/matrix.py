@@ -144,15 +144,15 @@ class Matrix:
 
 
 RESUME_NOTE = ("If the test process dies in an op (a crash), rerun the pytest command with "
-               "TORCHFL_OPINFO_RESUME=1 until it completes: finished tests are kept and the crashing one is "
+               "TORCH_FL_OPINFO_RESUME=1 until it completes: finished tests are kept and the crashing one is "
                "recorded as `crash` (docs/ops/README.md).")
 FULL_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "bool")
 
 
 def reproduce_command(spec_source: str, chip: str, dtypes: list[str]) -> str:
-    env = "TORCHFL_OPINFO=full"
+    env = "TORCH_FL_OPINFO=full"
     if dtypes and set(dtypes) != set(FULL_DTYPES):
-        env += f" TORCHFL_OPINFO_DTYPES={','.join(dtypes)}"  # already in FULL_DTYPES order, others after
+        env += f" TORCH_FL_OPINFO_DTYPES={','.join(dtypes)}"  # already in FULL_DTYPES order, others after
     return (f"{env} python -m pytest generated/{chip}/tests/test_opinfo.py -q -p no:randomly && "
             f"python -m torchfl_gen matrix {spec_source}")
 

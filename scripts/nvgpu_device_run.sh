@@ -46,7 +46,7 @@ fi
 if has test; then
   # PYTEST_ARGS: extra pytest arguments, e.g. -k to select tests.
   # The device machine lends one GPU: the two-device test is reported skipped there.
-  TORCHFL_TEST_ONE_DEVICE=1 timeout "${TEST_TIMEOUT:-300}" python3 -X faulthandler -m pytest generated/nvgpu/tests -q -p no:cacheprovider -rf \
+  TORCH_FL_TEST_ONE_DEVICE=1 timeout "${TEST_TIMEOUT:-300}" python3 -X faulthandler -m pytest generated/nvgpu/tests -q -p no:cacheprovider -rf \
     ${PYTEST_ARGS:-} 2>&1 | tee "$out/tests.log"
   pack
 fi
@@ -69,7 +69,7 @@ fi
 if has triton; then
   # The Triton kernel tests with the kernels compiled for the GPU (no interpreter), in
   # shards side by side: most of their time is compiling kernels, one core each.
-  export TORCHFL_TRITON_TEST_DEVICE=cuda
+  export TORCH_FL_TRITON_TEST_DEVICE=cuda
   shards=$(mktemp -d)
   # test_zz_* check that the tests of a whole file exercised every op: true of the test
   # suite, not of the device, and not of one shard; CI runs them under the interpreter.
@@ -81,7 +81,7 @@ if has triton; then
       -p no:cacheprovider -rf > "$shard.log" 2>&1 &
   done
   wait
-  unset TORCHFL_TRITON_TEST_DEVICE
+  unset TORCH_FL_TRITON_TEST_DEVICE
   cat "$shards"/shard-*.log > "$out/triton-cuda.log"
   grep -hE '^(FAILED|ERROR)|^=+ .*(passed|failed)' "$shards"/shard-*.log
   rm -r "$shards"
@@ -108,7 +108,7 @@ if has npu; then
   # One PrivateUse1 backend per process: the nvgpu backend is uninstalled first.
   python3 -m pip uninstall -q -y torch-fl-nvgpu 2>/dev/null
   { SIMNPU_JOBS=$(nproc) bash simnpu/build.sh && python3 -m torchfl_gen build specs/npu.yaml \
-    && TORCHFL_TEST_ONE_DEVICE= TORCHFL_OPINFO=sample TORCHFL_OPINFO_SAMPLE=40 timeout "${NPU_TIMEOUT:-420}" \
+    && TORCH_FL_TEST_ONE_DEVICE= TORCH_FL_OPINFO=sample TORCH_FL_OPINFO_SAMPLE=40 timeout "${NPU_TIMEOUT:-420}" \
        python3 -m pytest generated/npu/tests -q -p no:cacheprovider -rf; } 2>&1 | tee "$out/npu.log"
   pack
 fi

@@ -96,10 +96,10 @@ def _spec_dtypes(name):
 def test_the_generated_suite_passes(chip):
     name, root = chip
     # The suite as a user runs it: no OpInfo sweep (these chips have no committed sweep to sample)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFL_OPINFO")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_FL_OPINFO")}
     proc = subprocess.run([sys.executable, "-m", "pytest", str(root / "pkg" / "tests"), "-q", "-p",
                            "no:cacheprovider"], cwd=root, capture_output=True, text=True, timeout=900,
-                          env={**env, **_env(root), "TORCHFL_TEST_ONE_DEVICE": "1"})
+                          env={**env, **_env(root), "TORCH_FL_TEST_ONE_DEVICE": "1"})
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     summary = proc.stdout.strip().splitlines()[-1]
     assert " passed" in summary and "failed" not in summary, summary

@@ -13,10 +13,11 @@ import os
 import pytest
 
 from e2e_helpers import ROOT, last_json_line, record_figures, run_python
+from torch_fl import env
 
 pytestmark = pytest.mark.usefixtures("npu_backend")
 
-SOAK_STEPS = int(os.environ.get("TORCHFL_SOAK_STEPS", "1000"))
+SOAK_STEPS = int(env.get("SOAK_STEPS", "1000"))
 
 
 def test_allocator_under_eight_threads_keeps_canaries_and_books():

@@ -22,11 +22,12 @@ import pytest
 from e2e_helpers import ROOT, run_python, torchfl_gen
 from torchfl_gen.hook_abi import HOOK_SIGNATURES
 from torchfl_gen.spec import load_spec
+from torch_fl import env
 
 HIP_HEADER = Path("/usr/include/hip/hip_runtime_api.h")
 pytestmark = pytest.mark.skipif(
-    not HIP_HEADER.exists() and os.environ.get("TORCHFL_REQUIRE_HIP") != "1",
-    reason="Debian's HIP runtime is not installed (apt-get install libamdhip64-dev; CI sets TORCHFL_REQUIRE_HIP=1)")
+    not HIP_HEADER.exists() and env.get("REQUIRE_HIP") != "1",
+    reason="Debian's HIP runtime is not installed (apt-get install libamdhip64-dev; CI sets TORCH_FL_REQUIRE_HIP=1)")
 
 SPEC = load_spec(ROOT / "specs" / "hip_pu1.yaml")
 

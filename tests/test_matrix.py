@@ -71,7 +71,7 @@ def test_markdown(spec):
     md = render_md(matrix_of(spec, RECORDS))
     assert "`results/opinfo-npu.jsonl`" in md and f"recorded {RECORDED}" in md
     assert "**basic**: 2" in md and "**strict**: 1" in md
-    assert "Reproduce: `TORCHFL_OPINFO=full TORCHFL_OPINFO_DTYPES=float32,int64 python -m pytest " \
+    assert "Reproduce: `TORCH_FL_OPINFO=full TORCH_FL_OPINFO_DTYPES=float32,int64 python -m pytest " \
            "generated/npu/tests/test_opinfo.py -q -p no:randomly && python -m torchfl_gen matrix specs/npu.yaml`" in md
     add = next(line for line in md.splitlines() if line.startswith("| `add`"))
     assert add == "| `add` | strict | float32, int64 | - | vendor: add.Tensor, copy_ | vendor: add.Tensor, copy_ |"

@@ -13,11 +13,12 @@ import os
 
 import pytest
 import torch
+from torch_fl import env
 
 transformers = pytest.importorskip("transformers")
 
-# The chip under test: npu in CI; TORCHFL_CLIENT_DEVICE=nvgpu on the H200.
-NPU = os.environ.get("TORCHFL_CLIENT_DEVICE", "npu")
+# The chip under test: npu in CI; TORCH_FL_CLIENT_DEVICE=nvgpu on the H200.
+NPU = env.get("CLIENT_DEVICE", "npu")
 STEPS = 3
 
 

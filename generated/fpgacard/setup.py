@@ -3,7 +3,7 @@
 """Builds torch_fl_fpgacard._C: the generated sources plus the shared runtime's, with ninja
 (torch_fl.build_ext: the runtime's objects are compiled once and reused by every chip).
 
-Set TORCHFL_BUILD_DIR to keep object files outside this folder (torchfl-gen
+Set TORCH_FL_BUILD_DIR to keep object files outside this folder (torchfl-gen
 does, so rebuilding after regeneration is incremental).
 """
 import json
@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 import torch_fl
 from setuptools import setup
+from torch_fl import env
 from torch_fl.build_ext import ChipBuildExtension
 from torch.utils.cpp_extension import CppExtension as Extension
 
@@ -37,7 +38,7 @@ def write_build_record():
         "driver_search_paths": resolve(DRIVER_SEARCH_PATHS),
         # torchfl-gen's fingerprint of everything this build used: a rebuild with
         # the same fingerprint is skipped.
-        "inputs": os.environ.get("TORCHFL_BUILD_INPUTS", ""),
+        "inputs": env.get("BUILD_INPUTS", ""),
     }
     (HERE / PACKAGE / "_build.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
@@ -55,7 +56,7 @@ def relative(path):
 
 # Object files and setuptools' scratch space live outside this folder when
 # torchfl-gen drives the build, so regenerating never touches them.
-BUILD_DIR = os.environ.get("TORCHFL_BUILD_DIR")
+BUILD_DIR = env.get("BUILD_DIR")
 OPTIONS = {"build": {"build_base": os.path.join(BUILD_DIR, "setuptools")},
            "egg_info": {"egg_base": BUILD_DIR}} if BUILD_DIR else {}
 

@@ -3,7 +3,7 @@ shared C++ runtime (csrc/src), which is compiled once and reused.
 
 The runtime's object files do not depend on the chip: they are compiled once per (runtime
 sources, torch, compiler and flags) into a folder of the object cache that torchfl-gen names
-(TORCHFL_RUNTIME_OBJECTS), and every chip and driver-version build links them. Without that
+(TORCH_FL_RUNTIME_OBJECTS), and every chip and driver-version build links them. Without that
 variable (a plain `pip install generated/<chip>`) they are compiled with the chip's sources.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 from torch.utils.cpp_extension import BuildExtension
+from . import env
 
 __all__ = ["ChipBuildExtension", "runtime_sources"]
 
@@ -47,7 +48,7 @@ class ChipBuildExtension(BuildExtension):
             use_ninja=True)
 
     def build_extension(self, ext) -> None:
-        cache = os.environ.get("TORCHFL_RUNTIME_OBJECTS")
+        cache = env.get("RUNTIME_OBJECTS")
         if cache:
             ext.extra_objects = [*(ext.extra_objects or []), *self._runtime_objects(ext, Path(cache))]
         else:

@@ -7,6 +7,6 @@ is not repeated; README.md lists the upstream tests that do not apply, and the k
 The tests are torch_fl.testing.upstream's, for the chip conftest.py configured.
 
   python -m pytest tests/test_upstream.py -q -p no:randomly
-(TORCHFL_TEST_ONE_DEVICE=1 on a machine with one npu device: the tests that need two skip.)
+(TORCH_FL_TEST_ONE_DEVICE=1 on a machine with one npu device: the tests that need two skip.)
 """
 from torch_fl.testing.upstream import *  # noqa: F401,F403  (the tests, for the chip conftest.py configured)

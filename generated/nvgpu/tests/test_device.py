@@ -4,6 +4,6 @@
 torch_fl.testing.device, for the chip conftest.py configured).
 
   python -m pytest tests/test_device.py -q -p no:randomly
-(TORCHFL_TEST_ONE_DEVICE=1 on a machine with one nvgpu device: the copy between devices skips.)
+(TORCH_FL_TEST_ONE_DEVICE=1 on a machine with one nvgpu device: the copy between devices skips.)
 """
 from torch_fl.testing.device import *  # noqa: F401,F403  (the tests, for the chip conftest.py configured)

@@ -4,12 +4,12 @@
 (the tests of torch_fl.testing.opinfo, for the chip conftest.py configured).
 
 Runs only when asked (conftest.py collects nothing from this file otherwise):
-  TORCHFL_OPINFO=full   python -m pytest tests/test_opinfo.py -q -p no:randomly
-  TORCHFL_OPINFO=sample python -m pytest tests/test_opinfo.py   (TORCHFL_OPINFO_SAMPLE=N OpInfos
+  TORCH_FL_OPINFO=full   python -m pytest tests/test_opinfo.py -q -p no:randomly
+  TORCH_FL_OPINFO=sample python -m pytest tests/test_opinfo.py   (TORCH_FL_OPINFO_SAMPLE=N OpInfos
       that passed in the last committed sweep, docs/ops/nvgpu.json: a regression check)
   python -m pytest tests/test_opinfo.py -k "add and float32"   (naming the file = full)
-TORCHFL_OPINFO_DTYPES=float32,int64 restricts the dtypes; TORCHFL_OPINFO_SHARD=I/N runs one of N
-parts. Each test's outcome and paths are written to TORCHFL_OPINFO_RESULTS (default
+TORCH_FL_OPINFO_DTYPES=float32,int64 restricts the dtypes; TORCH_FL_OPINFO_SHARD=I/N runs one of N
+parts. Each test's outcome and paths are written to TORCH_FL_OPINFO_RESULTS (default
 .torchfl/opinfo-nvgpu.jsonl), for `torchfl-gen matrix specs/nvgpu.yaml`.
 """
 from torch_fl.testing.opinfo import *  # noqa: F401,F403  (the tests, for the chip conftest.py configured)

@@ -1,11 +1,10 @@
 """Helpers the chip suites' test modules share (torch_fl.testing.upstream, torch_api, device):
 the prelude of the scripts they run in a fresh interpreter, and the second device some tests need.
 They read the chip conftest.py configured (torch_fl.testing.suite)."""
-import os
-
 import pytest
 import torch
 
+from torch_fl import env
 from torch_fl.testing import suite
 
 
@@ -24,11 +23,11 @@ if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD") == "0" and not hasattr(torch,
 
 def second_device() -> int:
     """The index of a second device. A machine with one device says so explicitly
-    (TORCHFL_TEST_ONE_DEVICE=1); anywhere else a missing second device is a failure."""
+    (TORCH_FL_TEST_ONE_DEVICE=1); anywhere else a missing second device is a failure."""
     name = suite.chip().spec.CHIP
     if getattr(torch, name).device_count() < 2:
-        if os.environ.get("TORCHFL_TEST_ONE_DEVICE") == "1":
-            pytest.skip(f"one {name} device on this machine (TORCHFL_TEST_ONE_DEVICE=1)")
+        if env.get("TEST_ONE_DEVICE") == "1":
+            pytest.skip(f"one {name} device on this machine (TORCH_FL_TEST_ONE_DEVICE=1)")
         pytest.fail(f"this test needs two {name} devices (set the SDK's device count, "
-                    "or TORCHFL_TEST_ONE_DEVICE=1 on a machine with one)")
+                    "or TORCH_FL_TEST_ONE_DEVICE=1 on a machine with one)")
     return 1

@@ -19,7 +19,7 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
-from torch_fl import routes
+from torch_fl import env, routes
 from torch_fl.testing import suite
 
 __all__ = ["test_opinfo"]
@@ -28,7 +28,7 @@ _suite = suite.chip()  # configured by the chip's conftest.py, imported before a
 chip_spec = _suite.spec
 CHIP = chip_spec.CHIP
 MAX_SAMPLES = 8
-TEST_TIMEOUT_S = int(os.environ.get("TORCHFL_OPINFO_TIMEOUT", "120"))
+TEST_TIMEOUT_S = int(env.get("OPINFO_TIMEOUT", "120"))
 TOLERANCES = {torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7), torch.float16: (1e-3, 1e-3),
               torch.bfloat16: (1.6e-2, 1e-2), torch.complex64: (1.3e-6, 1e-5), torch.complex128: (1e-7, 1e-7),
               torch.complex32: (1e-3, 1e-3)}
@@ -66,7 +66,7 @@ def declared_path(op):
 
 
 def mode():
-    return os.environ.get("TORCHFL_OPINFO", "").strip().lower() or "full"
+    return env.get("OPINFO", "").strip().lower() or "full"
 
 
 def _key(info):
@@ -74,17 +74,17 @@ def _key(info):
 
 
 def _dtypes_for(info):
-    wanted = os.environ.get("TORCHFL_OPINFO_DTYPES")
+    wanted = env.get("OPINFO_DTYPES")
     names = [d.strip() for d in wanted.split(",") if d.strip()] if wanted else SWEEP_DTYPES
     cpu = info.supported_dtypes("cpu")
     return [name for name in names if name in CHIP_DTYPES and getattr(torch, name, None) in cpu]
 
 
 def baseline_path():
-    """The last committed sweep: TORCHFL_OPINFO_BASELINE, or docs/ops/<chip>.json above here."""
-    env = os.environ.get("TORCHFL_OPINFO_BASELINE")
-    if env:
-        return Path(env)
+    """The last committed sweep: TORCH_FL_OPINFO_BASELINE, or docs/ops/<chip>.json above here."""
+    given = env.get("OPINFO_BASELINE")
+    if given:
+        return Path(given)
     for folder in _suite.tests_dir.resolve().parents:
         candidate = folder / "docs" / "ops" / f"{CHIP}.json"
         if candidate.is_file():
@@ -96,28 +96,28 @@ def _sample_selection():
     """(op key, dtype) pairs of a deterministic subset of the OpInfos that passed in the baseline."""
     path = baseline_path()
     if path is None:
-        raise RuntimeError(f"TORCHFL_OPINFO=sample needs the last sweep (docs/ops/{CHIP}.json); "
-                           "none found (set TORCHFL_OPINFO_BASELINE)")
+        raise RuntimeError(f"TORCH_FL_OPINFO=sample needs the last sweep (docs/ops/{CHIP}.json); "
+                           "none found (set TORCH_FL_OPINFO_BASELINE)")
     data = json.loads(path.read_text(encoding="utf-8"))
     passing = {}
     for key, entry in data["ops"].items():
         dtypes = [d for d, r in entry["dtypes"].items() if r["outcome"] == "pass"]
         if dtypes and entry["status"] in ("basic", "strict"):
             passing[key] = dtypes
-    count = int(os.environ.get("TORCHFL_OPINFO_SAMPLE", "40"))
+    count = int(env.get("OPINFO_SAMPLE", "40"))
     ranked = sorted(passing, key=lambda k: hashlib.sha256(k.encode()).hexdigest())[:count]
     return {(k, d) for k in ranked for d in passing[k]}
 
 
 def _shard():
-    """TORCHFL_OPINFO_SHARD=I/N: the I-th of N interleaved parts of the sweep (0 <= I < N),
-    for running a sweep in N processes, each with its own TORCHFL_OPINFO_RESULTS."""
-    text = os.environ.get("TORCHFL_OPINFO_SHARD", "").strip()
+    """TORCH_FL_OPINFO_SHARD=I/N: the I-th of N interleaved parts of the sweep (0 <= I < N),
+    for running a sweep in N processes, each with its own TORCH_FL_OPINFO_RESULTS."""
+    text = env.get("OPINFO_SHARD", "").strip()
     if not text:
         return 0, 1
     index, _, count = text.partition("/")
     if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
-        raise ValueError(f"TORCHFL_OPINFO_SHARD={text!r}: expected I/N with 0 <= I < N, e.g. 0/4")
+        raise ValueError(f"TORCH_FL_OPINFO_SHARD={text!r}: expected I/N with 0 <= I < N, e.g. 0/4")
     return int(index), int(count)
 
 

@@ -14,6 +14,7 @@ from types import ModuleType
 
 import pytest
 import torch
+from torch_fl import env
 
 __all__ = [
     "chip_available", "fallback_stats", "opinfo_record", "pytest_collection_modifyitems", "pytest_configure",
@@ -108,12 +109,12 @@ def _opinfo_named(config):
 
 
 def pytest_ignore_collect(collection_path, config):
-    """test_opinfo.py sweeps all of op_db: only with TORCHFL_OPINFO=full|sample or when named."""
+    """test_opinfo.py sweeps all of op_db: only with TORCH_FL_OPINFO=full|sample or when named."""
     import os
 
     if collection_path.name != OPINFO_FILE:
         return None
-    wanted = os.environ.get("TORCHFL_OPINFO", "").strip().lower()
+    wanted = env.get("OPINFO", "").strip().lower()
     if wanted in ("full", "sample"):
         return None
     if wanted in ("", ) and _opinfo_named(config):
@@ -125,7 +126,7 @@ def _opinfo_results_path():
     import os
     from pathlib import Path
 
-    return Path(os.environ.get("TORCHFL_OPINFO_RESULTS") or Path(".torchfl") / f"opinfo-{chip().spec.CHIP}.jsonl")
+    return Path(env.get("OPINFO_RESULTS") or Path(".torchfl") / f"opinfo-{chip().spec.CHIP}.jsonl")
 
 
 @pytest.fixture
@@ -153,7 +154,7 @@ def _recorded_line(record, recorded):
 
 
 def _opinfo_state(config):
-    """The open results file: truncated, or with TORCHFL_OPINFO_RESUME=1 appended to."""
+    """The open results file: truncated, or with TORCH_FL_OPINFO_RESUME=1 appended to."""
     import datetime
     import os
 
@@ -162,7 +163,7 @@ def _opinfo_state(config):
         path = _opinfo_results_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         recorded = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
-        resume = os.environ.get("TORCHFL_OPINFO_RESUME") == "1" and path.is_file()
+        resume = env.get("OPINFO_RESUME") == "1" and path.is_file()
         if resume:
             recorded = config.stash.get(_RESUME_KEY, {}).get("recorded") or recorded
         state = {"file": path.open("a" if resume else "w", encoding="utf-8"), "path": path, "recorded": recorded}
@@ -180,13 +181,13 @@ def _write_opinfo(config, record):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """TORCHFL_OPINFO_RESUME=1: continue a sweep whose process died (a crash in one op): tests
+    """TORCH_FL_OPINFO_RESUME=1: continue a sweep whose process died (a crash in one op): tests
     already in the results file are deselected, and the one that was running when the process
     died is recorded as outcome "crash"."""
     import json
     import os
 
-    if os.environ.get("TORCHFL_OPINFO_RESUME") != "1" or not _opinfo_results_path().is_file():
+    if env.get("OPINFO_RESUME") != "1" or not _opinfo_results_path().is_file():
         return
     done, recorded = set(), None
     for line in _opinfo_results_path().read_text(encoding="utf-8").splitlines():
@@ -221,7 +222,7 @@ def pytest_itemcollected(item):
 
 
 def pytest_runtest_setup(item):
-    """Note the running test, so that a sweep can resume past a crash (TORCHFL_OPINFO_RESUME=1)."""
+    """Note the running test, so that a sweep can resume past a crash (TORCH_FL_OPINFO_RESUME=1)."""
     import json
 
     key = getattr(item, "_opinfo_key", None)

@@ -200,7 +200,7 @@ bool call_key(const torch::jit::Stack& stack, size_t first, size_t count, KeyWri
   const char* text = nullptr;
   cuda_driver().get_error_string(status, &text);
   TORCH_CHECK(false, "torch_fl: launching the Triton kernel of aten::", op, " from C++ failed: ",
-              text ? text : "unknown error", " (CUDA error ", status, "; TORCHFL_TRITON_CPP_LAUNCH=0 launches from Python)");
+              text ? text : "unknown error", " (CUDA error ", status, "; TORCH_FL_TRITON_CPP_LAUNCH=0 launches from Python)");
 }
 
 // The call a FastTritonKernel sent to the Python kernel, on this thread: what the
