@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # System packages CI adds beside the README's two commands: Debian's HIP runtime
-# (headers and libamdhip64), against which tests/test_hip_pu1.py compiles, links and
+# (headers and libamdhip64), against which tests/e2e/test_hip_pu1.py compiles, links and
 # loads the backend of specs/hip_pu1.yaml. No AMD GPU is needed (docs/hip.md).
 set -euo pipefail
 

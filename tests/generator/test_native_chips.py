@@ -23,7 +23,7 @@ from torchfl_gen.spec import SpecErrors, load_spec, parse_spec_bytes
 
 CUDA_SPEC = (ROOT / "specs" / "cuda.yaml").read_text()
 HIP_SPEC = (ROOT / "specs" / "hip.yaml").read_text()
-DATA = Path(__file__).parent / "data" / "monitor"
+DATA = Path(__file__).resolve().parents[1] / "data" / "monitor"
 
 
 def _errors(text: str) -> list[str]:

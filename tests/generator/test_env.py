@@ -9,7 +9,7 @@ import pytest
 import torchfl_gen.env as generator_env
 from torch_fl import env as runtime_env
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("env", [runtime_env, generator_env], ids=["runtime", "generator"])

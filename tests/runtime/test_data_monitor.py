@@ -12,7 +12,7 @@ import torch_fl
 from torch_fl.data import DeviceLoader, to_device
 from torch_fl.monitor import DeviceMonitor, DeviceStats, DynamicDeviceSelector, parse_nvidia_smi, parse_rocm_smi
 
-DATA = Path(__file__).parent / "data" / "monitor"
+DATA = Path(__file__).resolve().parents[1] / "data" / "monitor"
 MiB = 1 << 20
 Pair = collections.namedtuple("Pair", "image label")
 
