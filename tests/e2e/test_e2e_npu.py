@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from e2e_helpers import ROOT, last_json_line, run_python, torchfl_gen
+from e2e_helpers import ROOT, VARIANT_SPEC_EDITS, last_json_line, run_python, torchfl_gen
 
 
 def test_rebuild_with_same_inputs_is_a_no_op(npu_backend):
@@ -102,13 +102,6 @@ def test_import_torch_survives_a_broken_driver(npu_backend):
     """, env={"SIMNPU_DRIVER_VERSION_OVERRIDE": "2.0"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("False driver version mismatch")
-
-
-VARIANT_SPEC_EDITS = {
-    "name: npu\n": "name: npuvariant\n",
-    "search_paths: [../simnpu/build/lib]": "search_paths: [lib]",
-    "  home_env: SIMNPU_HOME\n": "",
-}
 
 
 @pytest.fixture(scope="session")

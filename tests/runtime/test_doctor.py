@@ -15,8 +15,7 @@ import torch_fl
 from torch_fl import doctor
 from torch_fl.placement import DevicePlacementPolicy
 
-from e2e_helpers import ROOT, run_python
-from test_e2e_npu import VARIANT_SPEC_EDITS
+from e2e_helpers import ROOT, VARIANT_SPEC_EDITS, run_python
 
 
 @pytest.fixture(scope="session")
