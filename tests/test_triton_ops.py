@@ -661,7 +661,7 @@ def test_pointwise_dense_fast_path(monkeypatch):
     """Contiguous operands, 0-dim tensors and Python scalars take the 12-argument dense
     kernel (scalars by value, no fill launch); strided or broadcast operands the general
     one. Both give aten's results (also checked by the tests above, through both paths)."""
-    import torch_fl.triton_ops._impl as impl
+    import torch_fl.triton_ops._common as common
 
     launches = []
 
@@ -674,7 +674,7 @@ def test_pointwise_dense_fast_path(monkeypatch):
             return self.kernel[grid]
 
     for name in ("pointwise_dense_kernel", "pointwise_kernel", "fill_kernel"):
-        monkeypatch.setattr(impl.K, name, Counted(name, getattr(impl.K, name)))
+        monkeypatch.setattr(common.K, name, Counted(name, getattr(common.K, name)))
     a, b = _move(rnd(4, 6), DEVICE), _move(rnd(4, 6, seed=1), DEVICE)
     cases = [
         ("add.Tensor", (a, b), {"alpha": -1e-3}, ["pointwise_dense_kernel"]),

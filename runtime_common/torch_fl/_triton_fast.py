@@ -10,7 +10,7 @@ contiguity, 16-byte alignment, scalar values, the element count's specialisation
 replays, for a key seen before, the launch the Python kernel made for it. A call with a
 new key goes to the Python kernel, registered under a mirror op with the same schema
 (`torchfl_<chip>_triton::<op>`); when that call was one dense launch
-(`_impl.launch_pointwise`), the launch is recorded for the key: which parameter is which
+(`_common.launch_pointwise`), the launch is recorded for the key: which parameter is which
 argument's data pointer, the output's, the element count, or a constant.
 
 `TORCHFL_TRITON_CPP_LAUNCH=0` turns it off (every call takes the Python kernel). Replays
@@ -84,9 +84,8 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
 def _recording(kernel: Callable, arg_names: list[str], inplace: bool, backend) -> Callable:
     """The mirror op's kernel: `kernel`, recording its launch for the C++ kernel's replay
     when it made exactly one dense launch."""
-    from .triton_ops import _impl
+    from .triton_ops._common import CAPTURE as capture
 
-    capture = _impl.CAPTURE
     positions = {name: i for i, name in enumerate(arg_names)}
 
     def run(*args, **kwargs):

@@ -85,16 +85,16 @@ def kernel_for(op_name: str) -> Callable:
 
 def copy_into(dst, src):
     """Strided -> strided copy with dtype conversion (src broadcast to dst); returns dst."""
-    from . import _impl
+    from . import _common
 
-    return _impl.copy_into(dst, src)
+    return _common.copy_into(dst, src)
 
 
 def fill_into(dst, value):
     """Fill a strided tensor with a Python scalar (exact for float64/int64); returns dst."""
-    from . import _impl
+    from . import _common
 
-    return _impl.fill_into(dst, value)
+    return _common.fill_into(dst, value)
 
 
 _SUPPORTED_SET = frozenset(SUPPORTED_OPS)

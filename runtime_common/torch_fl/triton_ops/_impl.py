@@ -7,325 +7,30 @@ from __future__ import annotations
 
 import itertools
 import math
-import struct
-import threading
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import torch
-import triton
 
 from . import Unsupported
 from . import _kernels as K
-
-_DT = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3, torch.int32: 4,
-       torch.int64: 5, torch.bool: 6, torch.int8: 7, torch.uint8: 8, torch.int16: 9}
-_FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
-_BLOCK = 1024
-_MAXD = 6
-
-
-def _odt(dtype: torch.dtype) -> int:
-    try:
-        return _DT[dtype]
-    except KeyError:
-        raise Unsupported(f"dtype {dtype} is not supported by the Triton kernels") from None
-
-
-def _cdt(dtype: torch.dtype) -> int:
-    """Compute dtype code: fp16/bf16 compute in fp32, small ints/bool in int32."""
-    if dtype == torch.float64:
-        return 1
-    if dtype in _FLOATS:
-        return 0
-    if dtype == torch.int64:
-        return 5
-    _odt(dtype)
-    return 4
-
-
-def _cdt_torch(dtype: torch.dtype) -> torch.dtype:
-    return {0: torch.float32, 1: torch.float64, 4: torch.int64, 5: torch.int64}[_cdt(dtype)]
-
-
-def _is_float(dtype) -> bool:
-    return dtype in _FLOATS
-
-
-def _float_of(dtype) -> torch.dtype:
-    return dtype if _is_float(dtype) else torch.get_default_dtype()
-
-
-def _is_tensor(x) -> bool:
-    return isinstance(x, torch.Tensor)
-
-
-def _promote(*args) -> torch.dtype:
-    """torch.result_type semantics over any number of tensors / Python scalars."""
-    args = [a for a in args if a is not None]
-    if len(args) == 1:
-        a = args[0]
-        return a.dtype if _is_tensor(a) else _scalar_dtype(a)
-    if len(args) == 2:
-        return torch.result_type(args[0], args[1])
-    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
-    return elementwise_dtypes(*args, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
-
-
-def _scalar_dtype(v) -> torch.dtype:
-    if isinstance(v, bool):
-        return torch.bool
-    if isinstance(v, int):
-        return torch.int64
-    return torch.get_default_dtype()
-
-
-def _device_of(*args) -> torch.device:
-    dev = None
-    for a in args:
-        if _is_tensor(a):
-            if a.device.type != "cpu" or a.dim() > 0:
-                return a.device
-            dev = dev or a.device
-    return dev or torch.device("cpu")
-
-
-# Host-side helpers: triton.cdiv / triton.next_power_of_2 are Triton constexpr functions,
-# about 4 us per call from Python, and a small op calls them on every launch.
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def next_power_of_2(n: int) -> int:
-    """The smallest power of two >= n (0 for n <= 0), as triton.next_power_of_2."""
-    return 1 << (n - 1).bit_length() if n > 0 else 0
-
-
-def _grid1(n):
-    return (-(-n // _BLOCK),)
-
-
-def _pad6(shape, strides_list):
-    """Coalesce dims (drop size-1 dims, merge contiguous runs), pad to 6 dims."""
-    dims = [i for i, s in enumerate(shape) if s != 1]
-    sh = [shape[i] for i in dims]
-    sts = [[st[i] for i in dims] for st in strides_list]
-    i = len(sh) - 1
-    while i > 0:
-        if all(st[i - 1] == st[i] * sh[i] for st in sts):
-            sh[i - 1] *= sh[i]
-            del sh[i]
-            for st in sts:
-                st[i - 1] = st[i]
-                del st[i]
-        i -= 1
-    if len(sh) > _MAXD:
-        raise Unsupported("more than 6 non-mergeable dims")
-    pad = _MAXD - len(sh)
-    return [1] * pad + sh, [[0] * pad + st for st in sts]
-
-
-# ------------------------------------------------------------ scalars/fill --
-def _bits(value, dtype):
-    if _is_float(dtype):
-        return struct.unpack("<q", struct.pack("<d", float(value)))[0], True
-    if dtype == torch.bool:
-        return int(bool(value)), False
-    return int(value), False
-
-
-def fill_into(t: torch.Tensor, value) -> torch.Tensor:
-    """Fill a (strided) tensor with a Python scalar, exactly."""
-    n = t.numel()
-    if n == 0:
-        return t
-    if CAPTURE.launches is not None:
-        CAPTURE.launches.append(None)  # not a launch a C++ replay makes
-    bits, is_f = _bits(value, t.dtype)
-    if not is_f and isinstance(value, float) and t.dtype != torch.bool:
-        bits = int(value)
-    sh, (st,) = _pad6(list(t.shape), [list(t.stride())])
-    K.fill_kernel[_grid1(n)](t, n, *sh, *st, bits, IS_FLOAT=is_f, ODT=_odt(t.dtype), BLOCK=_BLOCK)
-    return t
-
-
-def _scalar_tensor(value, device, dtype=None) -> torch.Tensor:
-    dtype = dtype or (torch.float64 if isinstance(value, float) else _scalar_dtype(value))
-    t = torch.empty((), dtype=dtype, device=device)
-    return fill_into(t, value)
-
-
-def _operand(v, device) -> torch.Tensor:
-    """Tensor operand on `device`; Python scalars and 0-dim CPU tensors become 0-dim device tensors."""
-    if not _is_tensor(v):
-        return _scalar_tensor(v, device)
-    if v.device != device and v.dim() == 0 and v.device.type == "cpu":
-        return _scalar_tensor(v.item(), device, v.dtype)
-    return v
-
-
-# --------------------------------------------------------- pointwise core --
-def launch_pointwise(op: str, out: torch.Tensor, inputs, cdt: int, params=()) -> torch.Tensor:
-    """out = op(*inputs) elementwise; inputs are broadcast (by strides) to out's shape.
-    `params` (up to 3 Python numbers) are the op's scalar parameters, passed exactly."""
-    _check_kernel_dtypes(inputs, out.dtype, out)
-    n = out.numel()
-    if n == 0:
-        return out
-    dev = out.device
-    bits = [_bits(float(v), torch.float64)[0] for v in params] + [0] * (3 - len(params))
-    dense = _dense_operands(out, inputs)
-    capture = CAPTURE.launches
-    if dense is not None:
-        ptrs, imms, kinds = dense
-        nin = len(ptrs)
-        pad = 4 - nin
-        ka, kb, kc, kd = kinds + [_DENSE] * pad
-        values = (out, *ptrs, *([out] * pad), n, *imms, *([0] * pad), *bits)
-        kernel = K.pointwise_dense_kernel[_grid1(n)](*values, OP=K.OP_ID[op], NIN=nin, CDT=cdt,
-                                                     ODT=_odt(out.dtype), KA=ka, KB=kb, KC=kc, KD=kd,
-                                                     BLOCK=_BLOCK)
-        if capture is not None:
-            capture.append(DenseLaunch(kernel, values, numel_index=5, elements_per_program=_BLOCK))
-        return out
-    if capture is not None:
-        capture.append(None)  # the strided kernel: not replayed
-    ins = [_operand(v, dev).expand(out.shape) for v in inputs]
-    shape = list(out.shape)
-    sh, sts = _pad6(shape, [list(out.stride())] + [list(t.stride()) for t in ins])
-    nin = len(ins)
-    ptrs = ins + [ins[0]] * (4 - nin)
-    sts = sts + [sts[1]] * (4 - nin)
-    flat = [s for st in sts for s in st]
-    K.pointwise_kernel[_grid1(n)](out, *ptrs, n, *sh, *flat, *bits, OP=K.OP_ID[op], NIN=nin, CDT=cdt,
-                                  ODT=_odt(out.dtype), BLOCK=_BLOCK)
-    return out
-
-
-class _Capture(threading.local):
-    """Kernel launches of the call in progress on this thread, while a caller collects
-    them (torch_fl._triton_fast records a pointwise call's single dense launch for its
-    C++ replay): a DenseLaunch, or None for a launch no replay makes."""
-    launches: list | None = None
-
-
-CAPTURE = _Capture()
-
-
-class DenseLaunch(NamedTuple):
-    """One launch of pointwise_dense_kernel: the compiled kernel, its parameter values in
-    order (tensors, then integers), which of them is the element count, and how many
-    elements one program covers (the grid is the count divided by that, rounded up)."""
-    kernel: object
-    values: tuple
-    numel_index: int
-    elements_per_program: int
-
-
-_INT64 = (-(1 << 63), (1 << 63) - 1)
-# pointwise_dense_kernel's operand kinds (_dense_operand in _kernels.py)
-_DENSE, _ZERO_DIM, _IMMEDIATE, _IMMEDIATE_FLOAT = 0, 1, 2, 3
-
-
-def _dense_operands(out: torch.Tensor, inputs):
-    """(pointers, immediates, kinds) for pointwise_dense_kernel, or None when an operand
-    needs the strided kernel: a contiguous output, each input a contiguous tensor of the
-    output's shape, a 0-dim tensor on its device, or a scalar passed by value (no
-    device tensor, no fill launch)."""
-    if not out.is_contiguous():
-        return None
-    ptrs, imms, kinds = [], [], []
-    for v in inputs:
-        if isinstance(v, torch.Tensor):
-            if v.dim() == 0 and v.device.type == "cpu" and out.device.type != "cpu":
-                if v.dtype not in _DT:
-                    return None
-                v = v.item()  # a host scalar: by value, as _operand would fill it
-            elif v.device != out.device or not (v.dim() == 0 or (v.shape == out.shape and v.is_contiguous())):
-                return None
-            else:
-                ptrs.append(v)
-                imms.append(0)
-                kinds.append(_ZERO_DIM if v.dim() == 0 else _DENSE)
-                continue
-        if isinstance(v, float):
-            ptrs.append(out)
-            imms.append(_bits(v, torch.float64)[0])
-            kinds.append(_IMMEDIATE_FLOAT)
-        elif isinstance(v, int) and _INT64[0] <= v <= _INT64[1]:  # bool included
-            ptrs.append(out)
-            imms.append(int(v))
-            kinds.append(_IMMEDIATE)
-        else:
-            return None
-    return ptrs, imms, kinds
-
-
-def copy_into(dst: torch.Tensor, src) -> torch.Tensor:
-    """Strided -> strided copy with dtype conversion (src broadcast to dst). A helper, not an op."""
-    s = _operand(src, dst.device)
-    return launch_pointwise("copy", dst, [s], _cdt(s.dtype))
-
-
-def _empty(shape, dtype, device):
-    return torch.empty(tuple(shape), dtype=dtype, device=device)
-
-
-def _contig(x: torch.Tensor, dtype=None) -> torch.Tensor:
-    dtype = dtype or x.dtype
-    if x.dtype == dtype and x.is_contiguous():
-        return x
-    return copy_into(_empty(x.shape, dtype, x.device), x)
-
-
-def _resize_out(out: torch.Tensor, shape) -> torch.Tensor:
-    if tuple(out.shape) != tuple(shape):
-        out.resize_(tuple(shape))
-    return out
+from ._common import (BLOCK, CAPTURE, DTYPE_CODES, FILLS, FLOATS, MAX_DIMS, acc_dtype, atleast1d, cdiv, compute_code,
+                      compute_dtype, contig, copy_into, device_of, dtype_code, empty, fill_into, float_of, grid1,
+                      is_float, launch_pointwise, next_power_of_2, operand, promote, reduce_dims, require_kernel_dtypes,
+                      resize_out, rows_last, scalar_bits, shape_of)
 
 
 # A pointwise "prep" returns (op, operands, result dtype, compute dtype code).
 _POINTWISE: dict[str, tuple] = {}
 
 
-def _shape_of(operands):
-    shape = ()
-    for o in operands:  # equal shapes and scalars (the common case): without broadcast_shapes' cost
-        if isinstance(o, torch.Tensor) and o.dim():
-            if not shape:
-                shape = o.shape
-            elif o.shape != shape:
-                return torch.broadcast_shapes(*[tuple(t.shape) for t in operands if isinstance(t, torch.Tensor)])
-    return tuple(shape)
-
-
-_FILLS = {"fill_one": 1, "fill_zero": 0}  # results that do not depend on the values
-
-
-def _check_kernel_dtypes(operands, result_dtype, out=None):
-    """Decline (Unsupported: the call takes the next chain step) before anything is
-    allocated when an operand, the result or the given output has a dtype the kernels lack:
-    Triton has no complex types. Checked first, so that even a zero-element call, which
-    launches nothing, never returns a result in a substitute dtype."""
-    dtypes = [v.dtype for v in operands if isinstance(v, torch.Tensor)] + [result_dtype]
-    if out is not None:
-        dtypes.append(out.dtype)
-    _require_kernel_dtypes(dtypes)
-
-
-def _require_kernel_dtypes(dtypes):
-    for dtype in dtypes:
-        if dtype not in _DT:
-            raise Unsupported(f"dtype {dtype} is not supported by the Triton kernels")
-
-
 def _pw_run(prep, args, kwargs, mode, out=None):
     op, operands, rdt, cdt, *params = prep(*args, **kwargs)
-    shape = _shape_of(operands)
+    shape = shape_of(operands)
     if mode == "func":
-        dev = _device_of(*operands)
-        if op in _FILLS:
-            return fill_into(_empty(shape, rdt, dev), _FILLS[op])
-        out = _empty(shape, rdt, dev)
+        dev = device_of(*operands)
+        if op in FILLS:
+            return fill_into(empty(shape, rdt, dev), FILLS[op])
+        out = empty(shape, rdt, dev)
     elif mode == "inplace":
         out = args[0]
         if tuple(shape) != tuple(out.shape):
@@ -333,9 +38,9 @@ def _pw_run(prep, args, kwargs, mode, out=None):
         if not torch.can_cast(rdt, out.dtype):
             raise RuntimeError(f"result type {rdt} can't be cast to the desired output type {out.dtype}")
     else:
-        _resize_out(out, shape)
-    if op in _FILLS:
-        return fill_into(out, _FILLS[op])
+        resize_out(out, shape)
+    if op in FILLS:
+        return fill_into(out, FILLS[op])
     return launch_pointwise(op, out, operands, cdt, params[0] if params else ())
 
 
@@ -360,8 +65,8 @@ def _make_pointwise(name):
 # ---- unary
 def _unary_float(op):
     def prep(self):
-        rdt = _float_of(self.dtype)
-        return op, [self], rdt, _cdt(rdt)
+        rdt = float_of(self.dtype)
+        return op, [self], rdt, compute_code(rdt)
     return prep
 
 
@@ -370,9 +75,9 @@ def _unary_same(op, int_op=None, bool_op=None):
         o = op
         if self.dtype == torch.bool and bool_op:
             o = bool_op
-        elif not _is_float(self.dtype) and int_op:
+        elif not is_float(self.dtype) and int_op:
             o = int_op
-        return o, [self], self.dtype, _cdt(self.dtype)
+        return o, [self], self.dtype, compute_code(self.dtype)
     return prep
 
 
@@ -401,14 +106,14 @@ _pw(_variants("bitwise_not"), _unary_same("bitwise_not", bool_op="logical_not"))
 
 
 def _prep_logical_not(self):
-    return "logical_not", [self], torch.bool, _cdt(self.dtype)
+    return "logical_not", [self], torch.bool, compute_code(self.dtype)
 
 
 _pw({"out": "logical_not.out"}, _prep_logical_not)
 
 
 def _prep_gelu(self, *, approximate="none"):
-    return ("gelu_tanh" if approximate == "tanh" else "gelu"), [self], self.dtype, _cdt(self.dtype)
+    return ("gelu_tanh" if approximate == "tanh" else "gelu"), [self], self.dtype, compute_code(self.dtype)
 
 
 _pw(_variants("gelu"), _prep_gelu)
@@ -416,8 +121,9 @@ _pw(_variants("silu"), _unary_same("silu"))
 
 
 def _prep_gelu_bwd(grad_output, self, *, approximate="none"):
-    rdt = _promote(grad_output, self)
-    return ("gelu_tanh_backward" if approximate == "tanh" else "gelu_backward"), [grad_output, self], rdt, _cdt(rdt)
+    rdt = promote(grad_output, self)
+    op = "gelu_tanh_backward" if approximate == "tanh" else "gelu_backward"
+    return op, [grad_output, self], rdt, compute_code(rdt)
 
 
 _pw({"func": "gelu_backward", "out": "gelu_backward.grad_input"}, _prep_gelu_bwd, out_arg="grad_input")
@@ -425,10 +131,10 @@ _pw({"func": "gelu_backward", "out": "gelu_backward.grad_input"}, _prep_gelu_bwd
 
 def _binary(op, result=None, inputs_to_float=False):
     def prep(self, other):
-        rdt = _promote(self, other)
+        rdt = promote(self, other)
         if inputs_to_float:
-            rdt = _float_of(rdt)
-        cdt = _cdt(rdt)
+            rdt = float_of(rdt)
+        cdt = compute_code(rdt)
         return op, [self, other], (result or rdt), cdt
     return prep
 
@@ -439,8 +145,8 @@ _pw({"func": "tanh_backward", "out": "tanh_backward.grad_input"}, _binary("tanh_
 
 
 def _prep_threshold_bwd(grad_output, self, threshold):
-    rdt = _promote(grad_output, self)
-    return "threshold_backward", [grad_output, self, threshold], rdt, _cdt(rdt)
+    rdt = promote(grad_output, self)
+    return "threshold_backward", [grad_output, self, threshold], rdt, compute_code(rdt)
 
 
 _pw({"func": "threshold_backward", "out": "threshold_backward.grad_input"}, _prep_threshold_bwd,
@@ -450,10 +156,10 @@ _pw({"func": "threshold_backward", "out": "threshold_backward.grad_input"}, _pre
 # ---- binary
 def _addsub(op):
     def prep(self, other, *, alpha=1):
-        rdt = _promote(self, other)
+        rdt = promote(self, other)
         if alpha == 1 and not isinstance(alpha, bool):
-            return op, [self, other], rdt, _cdt(rdt)
-        return op + "_alpha", [self, other, alpha], rdt, _cdt(rdt)
+            return op, [self, other], rdt, compute_code(rdt)
+        return op + "_alpha", [self, other, alpha], rdt, compute_code(rdt)
     return prep
 
 
@@ -466,8 +172,8 @@ _pw(_variants("div", "Tensor"), _binary("div", inputs_to_float=True))
 def _prep_div_mode(self, other, *, rounding_mode=None):
     if rounding_mode is None:
         return _binary("div", inputs_to_float=True)(self, other)
-    rdt = _promote(self, other)
-    return ("div_trunc" if rounding_mode == "trunc" else "div_floor"), [self, other], rdt, _cdt(rdt)
+    rdt = promote(self, other)
+    return ("div_trunc" if rounding_mode == "trunc" else "div_floor"), [self, other], rdt, compute_code(rdt)
 
 
 _pw(_variants("div", "Tensor_mode", out="out_mode"), _prep_div_mode)
@@ -487,11 +193,11 @@ for _n in ("bitwise_and", "bitwise_or", "bitwise_xor"):
 
 def _pow_cdt(rdt):
     # exp(y * log|x|) in fp32 loses |y log x| ulps: floating powers are computed in fp64
-    return _F64 if _is_float(rdt) else _cdt(rdt)
+    return _F64 if is_float(rdt) else compute_code(rdt)
 
 
 def _prep_pow_tt(self, exponent):
-    rdt = _promote(self, exponent)
+    rdt = promote(self, exponent)
     return "pow", [self, exponent], rdt, _pow_cdt(rdt)
 
 
@@ -499,19 +205,19 @@ _POW_SPECIAL = {2: "square", 3: "cube", 0.5: "sqrt", -0.5: "rsqrt", -1: "recipro
 
 
 def _prep_pow_ts(self, exponent):
-    rdt = _promote(self, exponent)
-    if not _is_float(rdt) and exponent < 0:
+    rdt = promote(self, exponent)
+    if not is_float(rdt) and exponent < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     if exponent == 0 and not isinstance(exponent, bool):
-        return "fill_one", [self], rdt, _cdt(rdt)
+        return "fill_one", [self], rdt, compute_code(rdt)
     sp = _POW_SPECIAL.get(exponent)
-    if sp and (_is_float(rdt) or exponent in (1, 2, 3)):
-        return sp, [self], rdt, _cdt(rdt)
+    if sp and (is_float(rdt) or exponent in (1, 2, 3)):
+        return sp, [self], rdt, compute_code(rdt)
     return "pow", [self, exponent], rdt, _pow_cdt(rdt)
 
 
 def _prep_pow_s(self, exponent):
-    rdt = _promote(self, exponent)
+    rdt = promote(self, exponent)
     return "pow", [self, exponent], rdt, _pow_cdt(rdt)
 
 
@@ -522,8 +228,8 @@ _pw({"func": "pow.Scalar", "out": "pow.Scalar_out"}, _prep_pow_s)
 
 # ---- ternary
 def _prep_where(condition, self, other):
-    rdt = _promote(self, other)
-    return "where", [condition, self, other], rdt, _cdt(rdt)
+    rdt = promote(self, other)
+    return "where", [condition, self, other], rdt, compute_code(rdt)
 
 
 _pw({"func": "where.self", "out": "where.self_out"}, _prep_where)
@@ -531,7 +237,7 @@ _pw({"func": "where.self", "out": "where.self_out"}, _prep_where)
 
 def _prep_masked_fill(self, mask, value):
     # in-place only (the functional masked_fill is CompositeExplicit: clone + masked_fill_)
-    return "where", [mask, value, self], self.dtype, _cdt(self.dtype)
+    return "where", [mask, value, self], self.dtype, compute_code(self.dtype)
 
 
 _pw({"inplace": "masked_fill_.Scalar"}, _prep_masked_fill)
@@ -541,12 +247,12 @@ _pw({"inplace": "masked_fill_.Tensor"}, _prep_masked_fill)
 def _prep_clamp(self, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    rdt = _promote(self, min, max)
+    rdt = promote(self, min, max)
     if min is None:
-        return "clamp_max", [self, max], rdt, _cdt(rdt)
+        return "clamp_max", [self, max], rdt, compute_code(rdt)
     if max is None:
-        return "clamp_min", [self, min], rdt, _cdt(rdt)
-    return "clamp", [self, min, max], rdt, _cdt(rdt)
+        return "clamp_min", [self, min], rdt, compute_code(rdt)
+    return "clamp", [self, min, max], rdt, compute_code(rdt)
 
 
 _pw(_variants("clamp"), _prep_clamp)
@@ -554,13 +260,13 @@ _pw(_variants("clamp", "Tensor", out="Tensor_out"), _prep_clamp)
 
 
 def _prep_clamp_min(self, min):
-    rdt = _promote(self, min)
-    return "clamp_min", [self, min], rdt, _cdt(rdt)
+    rdt = promote(self, min)
+    return "clamp_min", [self, min], rdt, compute_code(rdt)
 
 
 def _prep_clamp_max(self, max):
-    rdt = _promote(self, max)
-    return "clamp_max", [self, max], rdt, _cdt(rdt)
+    rdt = promote(self, max)
+    return "clamp_max", [self, max], rdt, compute_code(rdt)
 
 
 _pw(_variants("clamp_min"), _prep_clamp_min)
@@ -571,7 +277,7 @@ _pw(_variants("clamp_max", "Tensor", out="Tensor_out"), _prep_clamp_max)
 
 def _prep_lerp(self, end, weight):
     rdt = self.dtype
-    return "lerp", [self, end, weight], rdt, _cdt(rdt)
+    return "lerp", [self, end, weight], rdt, compute_code(rdt)
 
 
 _pw(_variants("lerp", "Scalar", out="Scalar_out"), _prep_lerp)
@@ -580,8 +286,8 @@ _pw(_variants("lerp", "Tensor", out="Tensor_out"), _prep_lerp)
 
 def _addc(op):
     def prep(self, tensor1, tensor2, *, value=1):
-        rdt = _promote(self, tensor1, tensor2)
-        return op, [self, tensor1, tensor2, value], rdt, _cdt(rdt)
+        rdt = promote(self, tensor1, tensor2)
+        return op, [self, tensor1, tensor2, value], rdt, compute_code(rdt)
     return prep
 
 
@@ -589,15 +295,14 @@ _pw(_variants("addcmul"), _addc("addcmul"))
 _pw(_variants("addcdiv"), _addc("addcdiv"))
 
 
-
 # ---- special functions: floating results computed in fp64 (accurate to the fp32
 # tolerance with plain formulas; the interpreter has no libdevice to lean on)
-_F64 = _DT[torch.float64]
+_F64 = DTYPE_CODES[torch.float64]
 
 
 def _unary_special(op):
     def prep(self):
-        return op, [self], _float_of(self.dtype), _F64
+        return op, [self], float_of(self.dtype), _F64
     return prep
 
 
@@ -626,15 +331,15 @@ for _n, _op in (("special_erfcx", "erfcx"), ("special_log_ndtr", "log_ndtr"), ("
 
 def _prep_sinc(self):
     # fp32 stays fp32: ATen rounds pi * x to the input's precision before the sine
-    rdt = _float_of(self.dtype)
-    return "sinc", [self], rdt, _cdt(rdt)
+    rdt = float_of(self.dtype)
+    return "sinc", [self], rdt, compute_code(rdt)
 
 
 _pw_existing(_variants("sinc"), _prep_sinc)
 
 
 def _prep_polygamma(n, self):
-    rdt = _float_of(self.dtype)
+    rdt = float_of(self.dtype)
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
     if n == 0:
@@ -648,7 +353,7 @@ _pw_existing({"func": "polygamma", "out": "polygamma.out", "inplace": "polygamma
 
 
 def _prep_frac(self):
-    return "frac", [self], self.dtype, _cdt(self.dtype)
+    return "frac", [self], self.dtype, compute_code(self.dtype)
 
 
 _pw(_variants("frac"), _prep_frac)
@@ -656,8 +361,8 @@ _pw(_variants("sgn"), _unary_same("sign", bool_op="copy"))
 
 
 def _prep_angle(self):
-    rdt = _float_of(self.dtype)
-    return "angle", [self], rdt, _cdt(rdt if _is_float(self.dtype) else self.dtype)
+    rdt = float_of(self.dtype)
+    return "angle", [self], rdt, compute_code(rdt if is_float(self.dtype) else self.dtype)
 
 
 _pw({"func": "angle", "out": "angle.out"}, _prep_angle)
@@ -665,9 +370,9 @@ _pw({"func": "angle", "out": "angle.out"}, _prep_angle)
 
 def _bool_test(op, int_result=None):
     def prep(self):
-        if not _is_float(self.dtype):
-            return "fill_zero", [self], torch.bool, _cdt(self.dtype)
-        return op, [self], torch.bool, _cdt(self.dtype)
+        if not is_float(self.dtype):
+            return "fill_zero", [self], torch.bool, compute_code(self.dtype)
+        return op, [self], torch.bool, compute_code(self.dtype)
     return prep
 
 
@@ -678,8 +383,8 @@ _pw({"func": "isneginf", "out": "isneginf.out"}, _bool_test("isneginf"))
 
 def _prep_signbit(self):
     if self.dtype == torch.bool:
-        return "fill_zero", [self], torch.bool, _cdt(self.dtype)
-    cdt = _F64 if _is_float(self.dtype) else _cdt(self.dtype)
+        return "fill_zero", [self], torch.bool, compute_code(self.dtype)
+    cdt = _F64 if is_float(self.dtype) else compute_code(self.dtype)
     return "signbit", [self], torch.bool, cdt
 
 
@@ -687,24 +392,24 @@ _pw({"func": "signbit", "out": "signbit.out"}, _prep_signbit)
 
 
 def _prep_nan_to_num(self, nan=None, posinf=None, neginf=None):
-    if not _is_float(self.dtype):
-        return "copy", [self], self.dtype, _cdt(self.dtype)
+    if not is_float(self.dtype):
+        return "copy", [self], self.dtype, compute_code(self.dtype)
     info = torch.finfo(self.dtype)
     params = (0.0 if nan is None else nan, info.max if posinf is None else posinf,
               info.min if neginf is None else neginf)
-    return "nan_to_num", [self], self.dtype, _cdt(self.dtype), params
+    return "nan_to_num", [self], self.dtype, compute_code(self.dtype), params
 
 
 _pw_existing(_variants("nan_to_num"), _prep_nan_to_num)
 
 
 def _prep_round_decimals(self, *, decimals):
-    if not _is_float(self.dtype):
+    if not is_float(self.dtype):
         raise RuntimeError("round_vml_cpu not implemented for 'Long'" if self.dtype == torch.int64 else
                            f"round with decimals is not implemented for {self.dtype}")
     # 10^|d| rounded to the input dtype first, as ATen does
     ten_pow = torch.tensor(10.0 ** abs(decimals), dtype=torch.float64).to(self.dtype).item()
-    return "round_decimals", [self], self.dtype, _cdt(self.dtype), (ten_pow, 1 if decimals < 0 else 0)
+    return "round_decimals", [self], self.dtype, compute_code(self.dtype), (ten_pow, 1 if decimals < 0 else 0)
 
 
 _pw(_variants("round", "decimals", out="decimals_out"), _prep_round_decimals)
@@ -713,7 +418,7 @@ _pw(_variants("round", "decimals", out="decimals_out"), _prep_round_decimals)
 # ---- activations with scalar parameters
 def _act(op, params=lambda **kw: ()):
     def prep(self, *args, **kwargs):
-        return op, [self], self.dtype, _cdt(self.dtype), params(*args, **kwargs)
+        return op, [self], self.dtype, compute_code(self.dtype), params(*args, **kwargs)
     return prep
 
 
@@ -725,9 +430,9 @@ _pw_existing(_variants("elu"), _act("elu", _elu_params))
 
 
 def _prep_elu_bwd(grad_output, alpha, scale, input_scale, is_result, self_or_result):
-    rdt = _promote(grad_output, self_or_result)
+    rdt = promote(grad_output, self_or_result)
     op = "elu_backward_result" if is_result else "elu_backward"
-    return op, [grad_output, self_or_result], rdt, _cdt(rdt), _elu_params(alpha, scale, input_scale)
+    return op, [grad_output, self_or_result], rdt, compute_code(rdt), _elu_params(alpha, scale, input_scale)
 
 
 _pw_existing({"func": "elu_backward", "out": "elu_backward.grad_input"}, _prep_elu_bwd, out_arg="grad_input")
@@ -743,15 +448,15 @@ _pw_existing(_variants("hardshrink", inplace=False), _act("hardshrink", lambda l
 
 def _prep_hardtanh(self, min_val=-1, max_val=1):
     rdt = self.dtype
-    return "clamp", [self, min_val, max_val], rdt, _cdt(rdt)
+    return "clamp", [self, min_val, max_val], rdt, compute_code(rdt)
 
 
 _pw_existing(_variants("hardtanh"), _prep_hardtanh)
 
 
 def _prep_logit(self, eps=None):
-    rdt = _float_of(self.dtype)
-    return "logit", [self], rdt, _cdt(rdt), ((0.0, 0) if eps is None else (eps, 1))
+    rdt = float_of(self.dtype)
+    return "logit", [self], rdt, compute_code(rdt), ((0.0, 0) if eps is None else (eps, 1))
 
 
 _pw_existing(_variants("logit"), _prep_logit)
@@ -759,8 +464,8 @@ _pw_existing(_variants("logit"), _prep_logit)
 
 def _grad_act(op, params=lambda *a, **kw: ()):
     def prep(grad_output, self, *args, **kwargs):
-        rdt = _promote(grad_output, self)
-        return op, [grad_output, self], rdt, _cdt(rdt), params(*args, **kwargs)
+        rdt = promote(grad_output, self)
+        return op, [grad_output, self], rdt, compute_code(rdt), params(*args, **kwargs)
     return prep
 
 
@@ -784,24 +489,24 @@ for _n in ("softshrink_backward", "hardshrink_backward"):
 
 def _prep_log_sigmoid_bwd(grad_output, self, buffer):
     # the buffer (CPU's saved intermediates) is not needed: recomputed from self, as on CUDA
-    rdt = _promote(grad_output, self)
-    return "log_sigmoid_backward", [grad_output, self], rdt, _cdt(rdt)
+    rdt = promote(grad_output, self)
+    return "log_sigmoid_backward", [grad_output, self], rdt, compute_code(rdt)
 
 
 _pw_existing(_grad_variants("log_sigmoid_backward"), _prep_log_sigmoid_bwd, out_arg="grad_input")
 
 
 def _prep_logit_bwd(grad_output, self, eps=None):
-    rdt = _promote(grad_output, self)
-    return "logit_backward", [grad_output, self], rdt, _cdt(rdt), ((0.0, 0) if eps is None else (eps, 1))
+    rdt = promote(grad_output, self)
+    return "logit_backward", [grad_output, self], rdt, compute_code(rdt), ((0.0, 0) if eps is None else (eps, 1))
 
 
 _pw_existing(_grad_variants("logit_backward"), _prep_logit_bwd, out_arg="grad_input")
 
 
 def _prep_dropout_bwd(grad_output, mask, scale):
-    rdt = _promote(grad_output, mask, scale)  # an integer grad times a float scale is float, as in ATen
-    return "mul_scale", [grad_output, mask, scale], rdt, _cdt(rdt)
+    rdt = promote(grad_output, mask, scale)  # an integer grad times a float scale is float, as in ATen
+    return "mul_scale", [grad_output, mask, scale], rdt, compute_code(rdt)
 
 
 _pw_existing({"func": "native_dropout_backward", "out": "native_dropout_backward.out"}, _prep_dropout_bwd)
@@ -810,8 +515,8 @@ _pw_existing({"func": "native_dropout_backward", "out": "native_dropout_backward
 # ---- binary
 def _float_binary(op, cdt64=True):
     def prep(self, other):
-        rdt = _float_of(_promote(self, other))
-        return op, [self, other], rdt, (_F64 if cdt64 else _cdt(rdt))
+        rdt = float_of(promote(self, other))
+        return op, [self, other], rdt, (_F64 if cdt64 else compute_code(rdt))
     return prep
 
 
@@ -837,10 +542,10 @@ _pw_existing({"inplace": "floor_divide_.Tensor"}, _binary("div_floor"))
 
 
 def _prep_nextafter(self, other):
-    rdt = _promote(self, other)
+    rdt = promote(self, other)
     if rdt not in (torch.float32, torch.float64):
         raise Unsupported(f"nextafter on {rdt}: the kernel steps fp32/fp64 bit patterns only")
-    return "nextafter", [self, other], rdt, _cdt(rdt)
+    return "nextafter", [self, other], rdt, compute_code(rdt)
 
 
 _pw_existing(_variants("nextafter"), _prep_nextafter)
@@ -848,8 +553,8 @@ _pw_existing(_variants("nextafter"), _prep_nextafter)
 
 def _shift(op):
     def prep(self, other):
-        rdt = _promote(self, other)
-        return op, [self, other], rdt, _cdt(rdt), (torch.iinfo(rdt).bits if rdt != torch.bool else 8,)
+        rdt = promote(self, other)
+        return op, [self, other], rdt, compute_code(rdt), (torch.iinfo(rdt).bits if rdt != torch.bool else 8,)
     return prep
 
 
@@ -858,114 +563,76 @@ _pw_existing(_variants("bitwise_right_shift", "Tensor", out="Tensor_out"), _shif
 
 
 def _prep_rsub(self, other, *, alpha=1):
-    rdt = _promote(self, other)
-    return "sub_alpha", [other, self, alpha], rdt, _cdt(rdt)
+    rdt = promote(self, other)
+    return "sub_alpha", [other, self, alpha], rdt, compute_code(rdt)
 
 
 _pw_existing({"func": "rsub.Tensor", "out": "rsub.Tensor_out"}, _prep_rsub)
 
 
 # ------------------------------------------------------------- reductions --
-def _norm_dims(dim, ndim):
-    if dim is None:
-        return list(range(ndim))
-    if isinstance(dim, int):
-        dim = [dim]
-    dim = list(dim)
-    if not dim:
-        return list(range(ndim))
-    nd = max(ndim, 1)
-    out = sorted({d % nd for d in dim})
-    return [d for d in out if d < ndim] if ndim else []
-
-
-def _reduce(x, dim, keepdim, rop, cdtype, odtype, out=None, p=0.0, corr=0.0):
-    """Generic row reduction: reduced dims are permuted last and packed into a
-    contiguous (M, K) buffer of the compute dtype, then reduce_kernel reduces rows."""
-    ndim = x.dim()
-    dims = _norm_dims(dim, ndim)
-    kept = [d for d in range(ndim) if d not in dims]
-    xp = x.permute(kept + dims) if ndim else x
-    m = 1
-    for d in kept:
-        m *= x.shape[d]
-    k = 1
-    for d in dims:
-        k *= x.shape[d]
-    oshape = [1 if d in dims else x.shape[d] for d in range(ndim)] if keepdim else [x.shape[d] for d in kept]
-    buf = _contig(xp, cdtype)
-    res = _empty(oshape, odtype, x.device)
-    if m > 0:
-        bk = min(max(next_power_of_2(max(k, 1)), 16), 256)
-        bm = max(1, min(next_power_of_2(m), 4096 // bk))
-        K.reduce_kernel[(cdiv(m, bm),)](buf, res, m, k, float(p), float(corr), OP=K.RED_ID[rop],
-                                               CDT=_cdt(cdtype), ODT=_odt(odtype), BLOCK_M=bm, BLOCK_K=bk)
-    if out is None:
-        return res
-    _resize_out(out, oshape)
-    return copy_into(out, res)
-
 
 def _sum_dt(x, dtype):
     if dtype is not None:
         return dtype
-    return torch.int64 if not _is_float(x.dtype) else x.dtype
+    return torch.int64 if not is_float(x.dtype) else x.dtype
 
 
 def sum_dim_IntList(self, dim, keepdim=False, *, dtype=None, out=None):
     odt = out.dtype if out is not None else _sum_dt(self, dtype)
-    return _reduce(_cast_in(self, dtype), dim, keepdim, "sum", _cdt_torch(dtype or self.dtype), odt, out)
+    return reduce_dims(_cast_in(self, dtype), dim, keepdim, "sum", compute_dtype(dtype or self.dtype), odt, out)
 
 
 def _cast_in(x, dtype):
-    return x if dtype is None or dtype == x.dtype else _contig(x, dtype)
+    return x if dtype is None or dtype == x.dtype else contig(x, dtype)
 
 
 def mean_dim(self, dim, keepdim=False, *, dtype=None, out=None):
     odt = out.dtype if out is not None else (dtype or self.dtype)
-    if not _is_float(dtype or self.dtype):
+    if not is_float(dtype or self.dtype):
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point "
                            "or complex dtype.")
-    return _reduce(_cast_in(self, dtype), dim, keepdim, "mean", _cdt_torch(dtype or self.dtype), odt, out)
+    return reduce_dims(_cast_in(self, dtype), dim, keepdim, "mean", compute_dtype(dtype or self.dtype), odt, out)
 
 
 def prod_dim_int(self, dim, keepdim=False, *, dtype=None, out=None):
     odt = out.dtype if out is not None else _sum_dt(self, dtype)
-    return _reduce(_cast_in(self, dtype), [dim], keepdim, "prod", _cdt_torch(dtype or self.dtype), odt, out)
+    return reduce_dims(_cast_in(self, dtype), [dim], keepdim, "prod", compute_dtype(dtype or self.dtype), odt, out)
 
 
 def prod_full(self, *, dtype=None):
-    return _reduce(_cast_in(self, dtype), None, False, "prod", _cdt_torch(dtype or self.dtype),
-                   _sum_dt(self, dtype), None)
+    return reduce_dims(_cast_in(self, dtype), None, False, "prod", compute_dtype(dtype or self.dtype),
+                       _sum_dt(self, dtype), None)
 
 
 def _amaxmin(rop):
     def fn(self, dim=(), keepdim=False, *, out=None):
-        return _reduce(self, dim, keepdim, rop, _cdt_torch(self.dtype), out.dtype if out is not None else self.dtype, out)
+        odt = out.dtype if out is not None else self.dtype
+        return reduce_dims(self, dim, keepdim, rop, compute_dtype(self.dtype), odt, out)
     return fn
 
 
 def _argmaxmin(rop):
     def fn(self, dim=None, keepdim=False, *, out=None):
         if dim is None:
-            x = self.reshape(-1) if self.is_contiguous() else _contig(self).view(-1)
-            r = _reduce(x, [0], False, rop, _cdt_torch(self.dtype), torch.int64)
+            x = self.reshape(-1) if self.is_contiguous() else contig(self).view(-1)
+            r = reduce_dims(x, [0], False, rop, compute_dtype(self.dtype), torch.int64)
             if keepdim:
                 r = r.view([1] * self.dim())
             if out is None:
                 return r
-            _resize_out(out, r.shape)
+            resize_out(out, r.shape)
             return copy_into(out, r)
-        return _reduce(self, [dim], keepdim, rop, _cdt_torch(self.dtype), torch.int64, out)
+        return reduce_dims(self, [dim], keepdim, rop, compute_dtype(self.dtype), torch.int64, out)
     return fn
 
 
 def _var_std(is_std):
     def fn(self, dim=None, *, correction=None, keepdim=False, out=None):
         corr = 1.0 if correction is None else float(correction)
-        rdt = _float_of(self.dtype)
-        return _reduce(self, dim, keepdim, "var", _cdt_torch(rdt), out.dtype if out is not None else rdt, out,
-                       p=1.0 if is_std else 0.0, corr=corr)
+        rdt = float_of(self.dtype)
+        return reduce_dims(self, dim, keepdim, "var", compute_dtype(rdt), out.dtype if out is not None else rdt, out,
+                           p=1.0 if is_std else 0.0, corr=corr)
     return fn
 
 
@@ -973,11 +640,11 @@ def _allany(rop, full):
     if full:
         def fn(self, *, out=None):
             odt = out.dtype if out is not None else (torch.uint8 if self.dtype == torch.uint8 else torch.bool)
-            return _reduce(_contig(self, torch.bool), None, False, rop, torch.int64, odt, out)
+            return reduce_dims(contig(self, torch.bool), None, False, rop, torch.int64, odt, out)
     else:
         def fn(self, dim, keepdim=False, *, out=None):
             odt = out.dtype if out is not None else (torch.uint8 if self.dtype == torch.uint8 else torch.bool)
-            return _reduce(_contig(self, torch.bool), [dim], keepdim, rop, torch.int64, odt, out)
+            return reduce_dims(contig(self, torch.bool), [dim], keepdim, rop, torch.int64, odt, out)
     return fn
 
 
@@ -986,8 +653,8 @@ def _vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     rop, p = {2.0: "norm2", 1.0: "norm1", 0.0: "norm0", math.inf: "amax_abs", -math.inf: "amin_abs"}.get(
         ordf, "normp"), ordf
     x = _cast_in(self, dtype)
-    rdt = dtype or _float_of(self.dtype)
-    return _reduce(x, dim, keepdim, rop, _cdt_torch(rdt), out.dtype if out is not None else rdt, out, p=p)
+    rdt = dtype or float_of(self.dtype)
+    return reduce_dims(x, dim, keepdim, rop, compute_dtype(rdt), out.dtype if out is not None else rdt, out, p=p)
 
 
 def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
@@ -1018,64 +685,55 @@ def _row_launch(kk: int) -> dict:
     return {"BLOCK_K": 1024, "ONE_PASS": False}
 
 
-def _rows_last(x, dim):
-    """(contiguous (M, K) compute buffer, moved shape) with `dim` moved last."""
-    nd = max(x.dim(), 1)
-    dim = dim % nd
-    xv = x.view(1) if x.dim() == 0 else x
-    xm = xv.movedim(dim, -1)
-    return xm, dim
-
-
 def _softmax_impl(self, dim, half_to_float, log, out=None):
     odt = torch.float32 if (half_to_float and self.dtype in (torch.float16, torch.bfloat16)) else self.dtype
-    xm, d = _rows_last(self, dim)
+    xm, d = rows_last(self, dim)
     kk = xm.shape[-1]
     m = xm.numel() // max(kk, 1)
-    buf = _contig(xm, _cdt_torch(self.dtype))
+    buf = contig(xm, compute_dtype(self.dtype))
     # Softmax over the last dim writes the result in place: no copy after the kernel.
     direct = d == max(self.dim(), 1) - 1 and (out is None or (out.dtype == odt and out.shape == self.shape
                                                               and out.is_contiguous()))
-    res = (out if out is not None else _empty(self.shape, odt, self.device)) if direct else \
-        _empty(xm.shape, odt, self.device)
+    res = (out if out is not None else empty(self.shape, odt, self.device)) if direct else \
+        empty(xm.shape, odt, self.device)
     if m > 0 and kk > 0:
-        K.softmax_kernel[(m,)](buf, res, m, kk, LOG=log, ODT=_odt(odt), **_row_launch(kk))
+        K.softmax_kernel[(m,)](buf, res, m, kk, LOG=log, ODT=dtype_code(odt), **_row_launch(kk))
     if direct:
         return res
     res = res.movedim(-1, d)
     if self.dim() == 0:
         res = res.view(())
     if out is None:
-        out = _empty(self.shape, odt, self.device)
+        out = empty(self.shape, odt, self.device)
     else:
-        _resize_out(out, self.shape)
+        resize_out(out, self.shape)
     return copy_into(out, res)
 
 
 def _softmax_bwd_impl(grad_output, output, dim, input_dtype, log, out=None):
     if output.dim() == 0 and output.device != grad_output.device:
         output = output.to(grad_output.device)  # a host 0-dim tensor, as for pointwise ops
-    gm, d = _rows_last(grad_output, dim)
-    ym, _ = _rows_last(output, dim)
+    gm, d = rows_last(grad_output, dim)
+    ym, _ = rows_last(output, dim)
     kk = gm.shape[-1]
     m = gm.numel() // max(kk, 1)
-    cd = _cdt_torch(grad_output.dtype)
-    gb, yb = _contig(gm, cd), _contig(ym, cd)
+    cd = compute_dtype(grad_output.dtype)
+    gb, yb = contig(gm, cd), contig(ym, cd)
     direct = d == max(grad_output.dim(), 1) - 1 and (out is None or (
         out.dtype == input_dtype and out.shape == grad_output.shape and out.is_contiguous()))
-    res = (out if out is not None else _empty(grad_output.shape, input_dtype, grad_output.device)) if direct \
-        else _empty(gm.shape, input_dtype, grad_output.device)
+    res = (out if out is not None else empty(grad_output.shape, input_dtype, grad_output.device)) if direct \
+        else empty(gm.shape, input_dtype, grad_output.device)
     if m > 0 and kk > 0:
-        K.softmax_bwd_kernel[(m,)](gb, yb, res, m, kk, LOG=log, ODT=_odt(input_dtype), **_row_launch(kk))
+        K.softmax_bwd_kernel[(m,)](gb, yb, res, m, kk, LOG=log, ODT=dtype_code(input_dtype), **_row_launch(kk))
     if direct:
         return res
     res = res.movedim(-1, d)
     if grad_output.dim() == 0:
         res = res.view(())
     if out is None:
-        out = _empty(grad_output.shape, input_dtype, grad_output.device)
+        out = empty(grad_output.shape, input_dtype, grad_output.device)
     else:
-        _resize_out(out, grad_output.shape)
+        resize_out(out, grad_output.shape)
     return copy_into(out, res)
 
 
@@ -1121,17 +779,17 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     m = 1
     for s in lead:
         m *= s
-    cd = _cdt_torch(input.dtype)
-    xb = _contig(input, cd)
-    out = _empty(input.shape, input.dtype, input.device)
+    cd = compute_dtype(input.dtype)
+    xb = contig(input, cd)
+    out = empty(input.shape, input.dtype, input.device)
     sshape = lead + [1] * nk
-    mean = _empty(sshape, input.dtype, input.device)
-    rstd = _empty(sshape, input.dtype, input.device)
-    wb = _contig(weight, cd) if weight is not None else xb
-    bb = _contig(bias, cd) if bias is not None else xb
+    mean = empty(sshape, input.dtype, input.device)
+    rstd = empty(sshape, input.dtype, input.device)
+    wb = contig(weight, cd) if weight is not None else xb
+    bb = contig(bias, cd) if bias is not None else xb
     if m > 0 and kk > 0:
         K.layer_norm_kernel[(m,)](xb, wb, bb, out, mean, rstd, m, kk, float(eps), HAS_W=weight is not None,
-                                  HAS_B=bias is not None, ODT=_odt(input.dtype), SDT=_odt(input.dtype),
+                                  HAS_B=bias is not None, ODT=dtype_code(input.dtype), SDT=dtype_code(input.dtype),
                                   **_row_launch(kk))
     return out, mean, rstd
 
@@ -1145,32 +803,32 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
     m = 1
     for s in lead:
         m *= s
-    cd = _cdt_torch(input.dtype)
+    cd = compute_dtype(input.dtype)
     dev = input.device
-    xb = _contig(input, cd).view(m, kk)
-    gb = _contig(grad_out, cd).view(m, kk)
-    mb = _contig(mean, cd).view(m, 1)
-    rb = _contig(rstd, cd).view(m, 1)
+    xb = contig(input, cd).view(m, kk)
+    gb = contig(grad_out, cd).view(m, kk)
+    mb = contig(mean, cd).view(m, 1)
+    rb = contig(rstd, cd).view(m, 1)
     dx = dw = db = None
     if output_mask[0]:
-        dx = _empty(input.shape, input.dtype, dev)
-        wb = _contig(weight, cd) if weight is not None else xb
+        dx = empty(input.shape, input.dtype, dev)
+        wb = contig(weight, cd) if weight is not None else xb
         if m > 0 and kk > 0:
             K.layer_norm_bwd_kernel[(m,)](gb, xb, mb, rb, wb, dx, m, kk, HAS_W=weight is not None,
-                                          ODT=_odt(input.dtype), **_row_launch(kk))
+                                          ODT=dtype_code(input.dtype), **_row_launch(kk))
     if output_mask[1] and weight is not None:
-        xmu = launch_pointwise("sub", _empty((m, kk), cd, dev), [xb, mb], _cdt(cd))
-        gx = launch_pointwise("mul_scale", _empty((m, kk), cd, dev), [gb, xmu, rb], _cdt(cd))
-        dw = _reduce(gx, [0], False, "sum", cd, weight.dtype).view(weight.shape)
+        xmu = launch_pointwise("sub", empty((m, kk), cd, dev), [xb, mb], compute_code(cd))
+        gx = launch_pointwise("mul_scale", empty((m, kk), cd, dev), [gb, xmu, rb], compute_code(cd))
+        dw = reduce_dims(gx, [0], False, "sum", cd, weight.dtype).view(weight.shape)
     if output_mask[2] and bias is not None:
-        db = _reduce(gb, [0], False, "sum", cd, bias.dtype).view(bias.shape)
+        db = reduce_dims(gb, [0], False, "sum", cd, bias.dtype).view(bias.shape)
     return dx, dw, db
 
 
 # ----------------------------------------------------------------- matmul --
 def _bmm_launch(a, b, c, bias=None, alpha=1, beta=1):
     """c (B, M, N) = beta*bias + alpha * a (B, M, K) @ b (B, K, N); all strided."""
-    is_int = a.dtype not in _FLOATS
+    is_int = a.dtype not in FLOATS
     if a.dtype == torch.bool or (is_int and (alpha != int(alpha) or beta != int(beta))):
         raise Unsupported(f"{a.dtype} matmul with alpha={alpha!r}, beta={beta!r}")
     bt, m, kk = a.shape
@@ -1192,7 +850,7 @@ def _bmm_launch(a, b, c, bias=None, alpha=1, beta=1):
     else:
         alpha, beta = float(alpha), float(beta)
     K.bmm_kernel[grid](a, b, c, bi, m, n, kk, *a.stride(), *b.stride(), *c.stride(), *bi.stride(),
-                       alpha, beta, HAS_BIAS=has_bias, CDT=_cdt(a.dtype), ODT=_odt(c.dtype),
+                       alpha, beta, HAS_BIAS=has_bias, CDT=compute_code(a.dtype), ODT=dtype_code(c.dtype),
                        BM=bm, BN=bn, BK=bk)
     return c
 
@@ -1205,7 +863,7 @@ def _check_mm(a, b):
 def mm(self, mat2, *, out=None):
     _check_mm(self, mat2)
     shape = (self.shape[0], mat2.shape[1])
-    out = _empty(shape, self.dtype, self.device) if out is None else _resize_out(out, shape)
+    out = empty(shape, self.dtype, self.device) if out is None else resize_out(out, shape)
     _bmm_launch(self.unsqueeze(0), mat2.unsqueeze(0), out.unsqueeze(0))
     return out
 
@@ -1217,7 +875,7 @@ def mm_out(self, mat2, *, out):
 def bmm(self, mat2, *, out=None):
     _check_mm(self, mat2)
     shape = (self.shape[0], self.shape[1], mat2.shape[2])
-    out = _empty(shape, self.dtype, self.device) if out is None else _resize_out(out, shape)
+    out = empty(shape, self.dtype, self.device) if out is None else resize_out(out, shape)
     return _bmm_launch(self, mat2, out)
 
 
@@ -1228,13 +886,13 @@ def bmm_out(self, mat2, *, out):
 def _addmm_impl(self, mat1, mat2, beta, alpha, out):
     _check_mm(mat1, mat2)
     shape = (mat1.shape[0], mat2.shape[1])
-    bias = _operand(self, mat1.device)
+    bias = operand(self, mat1.device)
     if out is None:
-        out = _empty(shape, mat1.dtype, mat1.device)
+        out = empty(shape, mat1.dtype, mat1.device)
     elif out is self:
-        bias = copy_into(_empty(shape, self.dtype, self.device), self)
+        bias = copy_into(empty(shape, self.dtype, self.device), self)
     else:
-        _resize_out(out, shape)
+        resize_out(out, shape)
     _bmm_launch(mat1.unsqueeze(0), mat2.unsqueeze(0), out.unsqueeze(0),
                 bias.expand(shape).unsqueeze(0), alpha, beta)
     return out
@@ -1255,13 +913,13 @@ def addmm_out(self, mat1, mat2, *, beta=1, alpha=1, out):
 def _baddbmm_impl(self, batch1, batch2, beta, alpha, out):
     _check_mm(batch1, batch2)
     shape = (batch1.shape[0], batch1.shape[1], batch2.shape[2])
-    bias = _operand(self, batch1.device)
+    bias = operand(self, batch1.device)
     if out is None:
-        out = _empty(shape, batch1.dtype, batch1.device)
+        out = empty(shape, batch1.dtype, batch1.device)
     elif out is self:
-        bias = copy_into(_empty(shape, self.dtype, self.device), self)
+        bias = copy_into(empty(shape, self.dtype, self.device), self)
     else:
-        _resize_out(out, shape)
+        resize_out(out, shape)
     return _bmm_launch(batch1, batch2, out, bias.expand(shape), alpha, beta)
 
 
@@ -1285,31 +943,27 @@ def _index_launch(src, idx, out, it_shape, src_st, idx_st, out_st, dim, size_dim
     if n == 0:
         return out
     nd = len(it_shape)
-    if nd > _MAXD:
+    if nd > MAX_DIMS:
         raise Unsupported("more than 6 dims")
-    padn = _MAXD - nd
+    padn = MAX_DIMS - nd
     sh = [1] * padn + list(it_shape)
     sts = [[0] * padn + list(st) for st in (src_st, idx_st, out_st)]
-    K.index_kernel[_grid1(n)](src, idx, out, n, *sh, *sts[0], *sts[1], *sts[2], size_dim,
-                              -1 if pad is None else pad, DIM=dim + padn, SCATTER=scatter,
-                              HAS_PAD=pad is not None, ODT=_odt(out.dtype), BLOCK=_BLOCK)
+    K.index_kernel[grid1(n)](src, idx, out, n, *sh, *sts[0], *sts[1], *sts[2], size_dim,
+                             -1 if pad is None else pad, DIM=dim + padn, SCATTER=scatter,
+                             HAS_PAD=pad is not None, ODT=dtype_code(out.dtype), BLOCK=BLOCK)
     return out
 
 
-def _atleast1d(t):
-    return t.view(1) if t.dim() == 0 else t
-
-
 def gather(self, dim, index, *, sparse_grad=False, out=None):
-    x = _atleast1d(self)
-    ix = _atleast1d(index)
+    x = atleast1d(self)
+    ix = atleast1d(index)
     dim = dim % x.dim()
     oshape = index.shape
     if out is None:
-        out = _empty(oshape, self.dtype, self.device)
+        out = empty(oshape, self.dtype, self.device)
     else:
-        _resize_out(out, oshape)
-    o = _atleast1d(out)
+        resize_out(out, oshape)
+    o = atleast1d(out)
     _index_launch(x, ix, o, ix.shape, x.stride(), ix.stride(), o.stride(), dim, x.shape[dim], False)
     return out
 
@@ -1319,17 +973,17 @@ def gather_out(self, dim, index, *, sparse_grad=False, out):
 
 
 def index_select(self, dim, index, *, out=None):
-    x = _atleast1d(self)
-    ix = _atleast1d(index)
+    x = atleast1d(self)
+    ix = atleast1d(index)
     dim = dim % x.dim()
     oshape = list(x.shape)
     oshape[dim] = ix.numel()
     if self.dim() == 0:
         oshape = []  # as ATen: a 0-dim self gives a 0-dim result (the index holds one element)
     if out is None:
-        out = _empty(oshape, self.dtype, self.device)
+        out = empty(oshape, self.dtype, self.device)
     else:
-        _resize_out(out, oshape)
+        resize_out(out, oshape)
     o = out.view([ix.numel()]) if self.dim() == 0 else out
     it = list(x.shape)
     it[dim] = ix.numel()
@@ -1343,29 +997,18 @@ def index_select_out(self, dim, index, *, out):
     return index_select(self, dim, index, out=out)
 
 
-def _acc_dtype(dt):
-    """The dtype an atomic accumulation runs in: Triton's atomic add has no 8- or 16-bit
-    integer (or bool) form, so those accumulate in int32 and wrap on the way back, as
-    ATen's own int8 sums do; 16-bit floats accumulate in float32."""
-    if dt in (torch.float16, torch.bfloat16):
-        return torch.float32
-    if dt in (torch.int8, torch.uint8, torch.int16, torch.bool):
-        return torch.int32
-    return dt
-
-
 def _scatter_add_impl(self, dim, index, src, out):
-    x = _atleast1d(self)
+    x = atleast1d(self)
     dim = dim % x.dim()
-    acc_dt = _acc_dtype(self.dtype)
-    acc = copy_into(_empty(x.shape, acc_dt, self.device), x)
-    ix = _atleast1d(index)
-    s = _atleast1d(src)
+    acc_dt = acc_dtype(self.dtype)
+    acc = copy_into(empty(x.shape, acc_dt, self.device), x)
+    ix = atleast1d(index)
+    s = atleast1d(src)
     _index_launch(s, ix, acc, ix.shape, s.stride(), ix.stride(), acc.stride(), dim, x.shape[dim], True)
     if out is None:
-        out = _empty(self.shape, self.dtype, self.device)
+        out = empty(self.shape, self.dtype, self.device)
     else:
-        _resize_out(out, self.shape)
+        resize_out(out, self.shape)
     return copy_into(out, acc.view(self.shape))
 
 
@@ -1385,29 +1028,29 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
     d = grad_output.shape[-1]
     n = indices.numel()
     dev = grad_output.device
-    acc_dt = _acc_dtype(grad_output.dtype)
-    g = _contig(grad_output, acc_dt).view(n, d)
-    ix = _contig(indices).view(n)
-    acc = fill_into(_empty((num_weights, d), acc_dt, dev), 0)
+    acc_dt = acc_dtype(grad_output.dtype)
+    g = contig(grad_output, acc_dt).view(n, d)
+    ix = contig(indices).view(n)
+    acc = fill_into(empty((num_weights, d), acc_dt, dev), 0)
     pad = padding_idx if padding_idx >= 0 else None
     _index_launch(g, ix, acc, (n, d), g.stride(), (ix.stride(0), 0), acc.stride(), 0, num_weights, True, pad)
     if scale_grad_by_freq:
-        cnt = fill_into(_empty((num_weights,), acc_dt, dev), 0)
-        ones = fill_into(_empty((n,), acc_dt, dev), 1)
+        cnt = fill_into(empty((num_weights,), acc_dt, dev), 0)
+        ones = fill_into(empty((n,), acc_dt, dev), 1)
         _index_launch(ones, ix, cnt, (n,), ones.stride(), ix.stride(), cnt.stride(), 0, num_weights, True, pad)
-        cnt = launch_pointwise("clamp_min", _empty((num_weights, 1), acc_dt, dev), [cnt.view(num_weights, 1), 1],
-                               _cdt(acc_dt))
-        acc = launch_pointwise("div", _empty((num_weights, d), acc_dt, dev), [acc, cnt], _cdt(acc_dt))
+        cnt = launch_pointwise("clamp_min", empty((num_weights, 1), acc_dt, dev), [cnt.view(num_weights, 1), 1],
+                               compute_code(acc_dt))
+        acc = launch_pointwise("div", empty((num_weights, d), acc_dt, dev), [acc, cnt], compute_code(acc_dt))
     if acc_dt == grad_output.dtype:
         return acc
-    return copy_into(_empty((num_weights, d), grad_output.dtype, dev), acc)
+    return copy_into(empty((num_weights, d), grad_output.dtype, dev), acc)
 
 
 # ------------------------------------------------------------- cat / fill ---
 def _cat_impl(tensors, dim, out):
     ts = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)]  # legacy empty tensors are skipped
     if not ts:
-        r = out if out is not None else _empty((0,), tensors[0].dtype, tensors[0].device)
+        r = out if out is not None else empty((0,), tensors[0].dtype, tensors[0].device)
         return r
     ref = ts[0]
     dim = dim % ref.dim()
@@ -1417,9 +1060,9 @@ def _cat_impl(tensors, dim, out):
     shape = list(ref.shape)
     shape[dim] = sum(t.shape[dim] for t in ts)
     if out is None:
-        out = _empty(shape, dtype, ref.device)
+        out = empty(shape, dtype, ref.device)
     else:
-        _resize_out(out, shape)
+        resize_out(out, shape)
     off = 0
     for t in ts:
         sz = t.shape[dim]
@@ -1459,7 +1102,8 @@ def _full_reduce(rop):
         if self.numel() == 0:
             raise RuntimeError(f"{'max' if rop == 'max' else 'min'}(): Expected reduction dim to be specified "
                                "for input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
-        return _reduce(self, (), False, rop, _cdt_torch(self.dtype), out.dtype if out is not None else self.dtype, out)
+        odt = out.dtype if out is not None else self.dtype
+        return reduce_dims(self, (), False, rop, compute_dtype(self.dtype), odt, out)
     return fn
 
 
@@ -1468,24 +1112,24 @@ def aminmax(self, *, dim=None, keepdim=False, min=None, max=None):
     if dim is None and keepdim:
         # ATen keeps every dim as size 1 when reducing the whole tensor
         dims = list(range(self.dim()))
-    lo = _reduce(self, dims, keepdim, "min", _cdt_torch(self.dtype), self.dtype, min)
-    hi = _reduce(self, dims, keepdim, "max", _cdt_torch(self.dtype), self.dtype, max)
+    lo = reduce_dims(self, dims, keepdim, "min", compute_dtype(self.dtype), self.dtype, min)
+    hi = reduce_dims(self, dims, keepdim, "max", compute_dtype(self.dtype), self.dtype, max)
     return lo, hi
 
 
 def _mean_var(is_std):
     def fn(self, dim=None, *, correction=None, keepdim=False):
         var = _var_std(is_std)(self, dim, correction=correction, keepdim=keepdim)
-        rdt = _float_of(self.dtype)
-        mean = _reduce(self, dim, keepdim, "mean", _cdt_torch(rdt), rdt)
+        rdt = float_of(self.dtype)
+        mean = reduce_dims(self, dim, keepdim, "mean", compute_dtype(rdt), rdt)
         return var, mean
     return fn
 
 
 def nansum(self, dim=None, keepdim=False, *, dtype=None, out=None):
     x = self
-    if _is_float(self.dtype):
-        x = launch_pointwise("nan_to_num", _empty(self.shape, self.dtype, self.device), [self], _cdt(self.dtype),
+    if is_float(self.dtype):
+        x = launch_pointwise("nan_to_num", empty(self.shape, self.dtype, self.device), [self], compute_code(self.dtype),
                              (0.0, math.inf, -math.inf))
     return sum_dim_IntList(x, dim, keepdim, dtype=dtype, out=out)
 
@@ -1493,7 +1137,7 @@ def nansum(self, dim=None, keepdim=False, *, dtype=None, out=None):
 def trace(self):
     if self.dim() != 2:
         raise RuntimeError("trace: expected a matrix")
-    return _reduce(self.diagonal(), (), False, "sum", _cdt_torch(self.dtype), _sum_dt(self, None))
+    return reduce_dims(self.diagonal(), (), False, "sum", compute_dtype(self.dtype), _sum_dt(self, None))
 
 
 def equal(self, other):
@@ -1501,10 +1145,10 @@ def equal(self, other):
         return False
     if self.numel() == 0:
         return True
-    ne = launch_pointwise("ne", _empty(self.shape, torch.bool, self.device), [self, other],
-                          _cdt(_promote(self, other)))
+    ne = launch_pointwise("ne", empty(self.shape, torch.bool, self.device), [self, other],
+                          compute_code(promote(self, other)))
     # the answer is a Python bool: one host read, as on every backend
-    return not bool(_reduce(ne, (), False, "any", torch.int32, torch.bool).item())
+    return not bool(reduce_dims(ne, (), False, "any", torch.int32, torch.bool).item())
 
 
 def dot(self, tensor):
@@ -1515,7 +1159,7 @@ def dot(self, tensor):
                            "of elements, but got {} and {} elements respectively".format(
                                self.shape[0], tensor.shape[0], self.shape[0], tensor.shape[0]))
     _check_mm(self, tensor)
-    res = _empty((1, 1, 1), self.dtype, self.device)
+    res = empty((1, 1, 1), self.dtype, self.device)
     _bmm_launch(self.view(1, 1, -1) if self.numel() else self.reshape(1, 1, 0),
                 tensor.view(1, -1, 1) if tensor.numel() else tensor.reshape(1, 0, 1), res)
     return res.view(())
@@ -1524,7 +1168,7 @@ def dot(self, tensor):
 def addmv(self, mat, vec, *, beta=1, alpha=1, out=None):
     _check_mm(mat, vec)
     n = mat.shape[0]
-    res = _empty((n,), mat.dtype, mat.device) if out is None else _resize_out(out, (n,))
+    res = empty((n,), mat.dtype, mat.device) if out is None else resize_out(out, (n,))
     bias = self.expand(n).view(1, n, 1)
     _bmm_launch(mat.unsqueeze(0), vec.view(1, -1, 1), res.view(1, n, 1) if res.is_contiguous() else
                 res.as_strided((1, n, 1), (0, res.stride(0), 0)), bias=bias, alpha=alpha, beta=beta)
@@ -1539,14 +1183,14 @@ def addbmm(self, batch1, batch2, *, beta=1, alpha=1, out=None):
     # sum_b A_b @ B_b is one matmul over the concatenated K axis
     b, n, k = batch1.shape
     m = batch2.shape[2]
-    a2 = _contig(batch1.permute(1, 0, 2)).view(n, b * k)
-    b2 = _contig(batch2).view(b * k, m)
-    res = _empty((n, m), batch1.dtype, batch1.device)
+    a2 = contig(batch1.permute(1, 0, 2)).view(n, b * k)
+    b2 = contig(batch2).view(b * k, m)
+    res = empty((n, m), batch1.dtype, batch1.device)
     _bmm_launch(a2.unsqueeze(0), b2.unsqueeze(0), res.unsqueeze(0), bias=self.expand(n, m).unsqueeze(0),
                 alpha=alpha, beta=beta)
     if out is None:
         return res
-    _resize_out(out, (n, m))
+    resize_out(out, (n, m))
     return copy_into(out, res)
 
 
@@ -1556,10 +1200,10 @@ def addbmm_(self, batch1, batch2, *, beta=1, alpha=1):
 
 # -------------------------------------------------- activations with views --
 def log_sigmoid_forward(self, *, output=None, buffer=None):
-    res = _empty(self.shape, self.dtype, self.device) if output is None else _resize_out(output, self.shape)
-    launch_pointwise("log_sigmoid", res, [self], _cdt(self.dtype))
+    res = empty(self.shape, self.dtype, self.device) if output is None else resize_out(output, self.shape)
+    launch_pointwise("log_sigmoid", res, [self], compute_code(self.dtype))
     # the buffer holds CPU-kernel intermediates; like CUDA we keep it empty (backward recomputes)
-    buf = _empty((0,), self.dtype, self.device) if buffer is None else _resize_out(buffer, (0,))
+    buf = empty((0,), self.dtype, self.device) if buffer is None else resize_out(buffer, (0,))
     return res, buf
 
 
@@ -1568,10 +1212,10 @@ def _range_launch(out, mode, start, step, end, half, cdtype):
     n = out.numel()
     if n == 0:
         return out
-    is_f = _is_float(out.dtype) or mode != 0
-    conv = (lambda v: _bits(v, torch.float64)[0]) if is_f else int
-    K.range_kernel[_grid1(n)](out, n, out.stride(0) if out.dim() else 1, conv(start), conv(step), conv(end), half,
-                              MODE=mode, IS_FLOAT=is_f, CDT=_cdt(cdtype), ODT=_odt(out.dtype), BLOCK=_BLOCK)
+    is_f = is_float(out.dtype) or mode != 0
+    conv = (lambda v: scalar_bits(v, torch.float64)[0]) if is_f else int
+    K.range_kernel[grid1(n)](out, n, out.stride(0) if out.dim() else 1, conv(start), conv(step), conv(end), half,
+                             MODE=mode, IS_FLOAT=is_f, CDT=compute_code(cdtype), ODT=dtype_code(out.dtype), BLOCK=BLOCK)
     return out
 
 
@@ -1583,26 +1227,26 @@ def arange_start_out(start, end, step=1, *, out):
     start, end, step = _scalar(start), _scalar(end), _scalar(step)
     if step == 0:
         raise RuntimeError("step must be nonzero")
-    if _is_float(out.dtype) or any(isinstance(v, float) for v in (start, end, step)):
+    if is_float(out.dtype) or any(isinstance(v, float) for v in (start, end, step)):
         size = math.ceil((float(end) - float(start)) / float(step))
     else:
         size = (int(end) - int(start) + int(step) - (1 if step > 0 else -1)) // int(step)
     if ((step > 0) and start > end) or ((step < 0) and start < end):
         raise RuntimeError("upper bound and larger bound inconsistent with step sign")
-    _resize_out(out, (max(size, 0),))
-    if not _is_float(out.dtype):
+    resize_out(out, (max(size, 0),))
+    if not is_float(out.dtype):
         start, step = int(start), int(step)
-    buf = out if out.is_contiguous() else _empty(out.shape, out.dtype, out.device)
+    buf = out if out.is_contiguous() else empty(out.shape, out.dtype, out.device)
     _range_launch(buf, 0, start, step, 0, 0, out.dtype)
     return out if buf is out else copy_into(out, buf)
 
 
 def _lin_params(start, end, steps, dtype):
     # ATen's CPU kernel: step in the output dtype (double for integer outputs)
-    cdtype = dtype if _is_float(dtype) else torch.float64
+    cdtype = dtype if is_float(dtype) else torch.float64
     st = torch.tensor(_scalar(start), dtype=torch.float64).to(cdtype)
     en = torch.tensor(_scalar(end), dtype=torch.float64).to(cdtype)
-    if not _is_float(dtype):  # integer outputs: start/end are converted to the output type first
+    if not is_float(dtype):  # integer outputs: start/end are converted to the output type first
         st, en = st.to(dtype).to(cdtype), en.to(dtype).to(cdtype)
     step = ((en - st) / (steps - 1)) if steps > 1 else en * 0
     return st.item(), step.item(), en.item(), cdtype
@@ -1611,11 +1255,11 @@ def _lin_params(start, end, steps, dtype):
 def linspace_out(start, end, steps, *, out):
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
-    _resize_out(out, (steps,))
+    resize_out(out, (steps,))
     if steps == 0:
         return out
     st, step, en, cdtype = _lin_params(start, end, steps, out.dtype)
-    buf = out if out.is_contiguous() else _empty(out.shape, out.dtype, out.device)
+    buf = out if out.is_contiguous() else empty(out.shape, out.dtype, out.device)
     if steps == 1:
         fill_into(buf, st)
     else:
@@ -1626,17 +1270,17 @@ def linspace_out(start, end, steps, *, out):
 def logspace_out(start, end, steps, base=10.0, *, out):
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
-    _resize_out(out, (steps,))
+    resize_out(out, (steps,))
     if steps == 0:
         return out
     st, step, en, cdtype = _lin_params(start, end, steps, out.dtype)
-    exps = _empty((steps,), torch.float64, out.device)
+    exps = empty((steps,), torch.float64, out.device)
     if steps == 1:
         fill_into(exps, st)
     else:
         _range_launch(exps, 1, st, step, en, steps // 2, cdtype)
-    K.pow_base_kernel[_grid1(steps)](exps, steps, 1, _bits(float(base), torch.float64)[0], BLOCK=_BLOCK,
-                                     ODT=_odt(torch.float64))
+    K.pow_base_kernel[grid1(steps)](exps, steps, 1, scalar_bits(float(base), torch.float64)[0], BLOCK=BLOCK,
+                                    ODT=dtype_code(torch.float64))
     return copy_into(out, exps)
 
 
@@ -1646,18 +1290,18 @@ def _tri_launch(x, out, diagonal, lower, eye=False):
         return out
     bsz = out.numel() // (r * c)
     ob = out.view(bsz, r, c) if out.is_contiguous() else None
-    tgt = ob if ob is not None else _empty((bsz, r, c), out.dtype, out.device)
+    tgt = ob if ob is not None else empty((bsz, r, c), out.dtype, out.device)
     if eye:
         xb = tgt  # not read
     elif x.dim() == 3:
         xb = x
     else:
-        xb = x.reshape(bsz, r, c) if x.is_contiguous() else _contig(x).view(bsz, r, c)
+        xb = x.reshape(bsz, r, c) if x.is_contiguous() else contig(x).view(bsz, r, c)
     br = min(max(next_power_of_2(r), 16), 64)
     bc = min(max(next_power_of_2(c), 16), 64)
     K.tri_kernel[(cdiv(r, br), cdiv(c, bc), bsz)](
         xb, tgt, bsz, r, c, *xb.stride(), *tgt.stride(), int(diagonal), LOWER=lower, EYE=eye,
-        ODT=_odt(out.dtype), BR=br, BC=bc)
+        ODT=dtype_code(out.dtype), BR=br, BC=bc)
     if ob is None:
         copy_into(out, tgt.view(out.shape))
     return out
@@ -1667,9 +1311,9 @@ def _tri(lower):
     def fn(self, diagonal=0, *, out=None):
         if self.dim() < 2:
             raise RuntimeError(f"{'tril' if lower else 'triu'}: input tensor must have at least 2 dimensions")
-        res = _empty(self.shape, self.dtype, self.device) if out is None else _resize_out(out, self.shape)
+        res = empty(self.shape, self.dtype, self.device) if out is None else resize_out(out, self.shape)
         if out is not None and out.data_ptr() == self.data_ptr() and not self.is_contiguous():
-            res = _empty(self.shape, self.dtype, self.device)
+            res = empty(self.shape, self.dtype, self.device)
             _tri_launch(self, res, diagonal, lower)
             return copy_into(out, res)
         return _tri_launch(self, res, diagonal, lower)
@@ -1687,7 +1331,7 @@ def eye_m_out(n, m=None, *, out):
     m = n if m is None else m
     if n < 0 or m < 0:
         raise RuntimeError(f"n must be greater or equal to 0, got {n if n < 0 else m}")
-    _resize_out(out, (n, m))
+    resize_out(out, (n, m))
     return _tri_launch(None, out, 0, True, eye=True)
 
 
@@ -1874,10 +1518,10 @@ def wrap_kernel(op_name: str, fn: Callable) -> Callable:
     def kernel(*args, **kwargs):
         if checked:
             for dtype in _kernel_dtypes(args, kwargs):  # one pass, no list: every call comes here
-                if dtype in _DT:
+                if dtype in DTYPE_CODES:
                     continue
                 if complex_kernel is None or not dtype.is_complex:
-                    _require_kernel_dtypes((dtype,))
+                    require_kernel_dtypes((dtype,))
                 if CAPTURE.launches is not None:
                     CAPTURE.launches.append(None)  # many launches: nothing for a C++ replay to record
                 return complex_kernel(*args, **kwargs)

@@ -1,6 +1,6 @@
 """Triton kernels of the fallback library (imported lazily: needs triton).
 
-Dtype codes (`*DT` constexprs) are shared with `_impl.py`:
+Dtype codes (`*DT` constexprs) are shared with `_common.py` (DTYPE_CODES):
 F32=0 F64=1 F16=2 BF16=3 I32=4 I64=5 BOOL=6 I8=7 U8=8 I16=9.
 Compute dtypes (CDT) are only F32, F64, I32, I64: fp16/bf16 compute in fp32 and
 round on store (the Triton interpreter also gets bf16 arithmetic wrong, so it

@@ -20,9 +20,10 @@ import triton
 import triton.language as tl
 
 from . import Unsupported
-from . import _impl as I
 from . import _kernels as K
 from . import _launch
+from ._common import (cdiv, check_kernel_dtypes, copy_into, device_of, dtype_code, empty, float_of, operand, promote,
+                      resize_out, shape_of)
 
 KERNELS: dict[str, Callable] = {}
 
@@ -813,40 +814,40 @@ def polynomial_kernel(x, n, out, N, KIND: tl.constexpr, ODT: tl.constexpr, BLOCK
 # ------------------------------------------------------------- host side ---
 def _dense(v, shape, dtype, device):
     """v broadcast to `shape` as a contiguous tensor of `dtype` (v itself when it is one)."""
-    v = I._operand(v, device)
+    v = operand(v, device)
     if v.dtype == dtype and tuple(v.shape) == tuple(shape) and v.is_contiguous():
         return v
-    return I.copy_into(I._empty(shape, dtype, device), v)
+    return copy_into(empty(shape, dtype, device), v)
 
 
 def _compute(kernel, op, inputs, half_kernel, out=None):
     """ATen's structured float op: integers promote to the default float dtype, the common
     dtype T (float for half types) is computed in, the result rounded to the common dtype and
     then cast into `out`. Common dtypes ATen's CPU kernel lacks are declined (its error then)."""
-    rdt = I._float_of(I._promote(*inputs))
-    I._check_kernel_dtypes(inputs, rdt, out)
+    rdt = float_of(promote(*inputs))
+    check_kernel_dtypes(inputs, rdt, out)
     if rdt in _HALF and not half_kernel:
         raise Unsupported(f"ATen's CPU kernel has no {rdt} version of this op")
     if out is not None and not torch.can_cast(rdt, out.dtype):
         raise RuntimeError(f"result type {rdt} can't be cast to the desired output type {out.dtype}")
-    shape = I._shape_of(inputs)
-    device = I._device_of(*inputs)
+    shape = shape_of(inputs)
+    device = device_of(*inputs)
     compute = torch.float64 if rdt == torch.float64 else torch.float32
     operands = [_dense(v, shape, compute, device) for v in inputs]
     if out is not None:
-        I._resize_out(out, shape)
+        resize_out(out, shape)
     direct = out is not None and out.dtype == rdt and out.is_contiguous()
-    result = out if direct else I._empty(shape, rdt, device)
+    result = out if direct else empty(shape, rdt, device)
     numel = result.numel()
     if numel:
         # no FMA contraction by the compiler: the float operations are ATen's (and glibc's) one
         # by one, contracted only where _fms says so (Triton's own launch path: FastKernel
         # takes no compile options beyond the launch shape)
-        kernel[(I.cdiv(numel, _BLOCK),)](*operands, result, numel, op.value, ODT=I._odt(rdt), BLOCK=_BLOCK,
-                                         enable_fp_fusion=False)
+        kernel[(cdiv(numel, _BLOCK),)](*operands, result, numel, op.value, ODT=dtype_code(rdt), BLOCK=_BLOCK,
+                                       enable_fp_fusion=False)
     if out is None or direct:
         return result
-    return I.copy_into(out, result)
+    return copy_into(out, result)
 
 
 def _register_unary(name, op, half_kernel=False, with_inplace=False):
