@@ -925,9 +925,9 @@ def test_creation():
 
 # ----------------------------------------------------------------- coverage
 def test_static_table_matches_impl():
-    from torch_fl.triton_ops import _impl
+    from torch_fl.triton_ops import _registry
 
-    assert sorted(_impl.all_ops()) == sorted(tops.SUPPORTED_OPS)
+    assert sorted(op for kernels in _registry.all_kernels().values() for op in kernels) == sorted(tops.SUPPORTED_OPS)
     assert len(set(tops.SUPPORTED_OPS)) == len(tops.SUPPORTED_OPS)
     for op in tops.SUPPORTED_OPS:
         _aten(op)  # exists in this torch

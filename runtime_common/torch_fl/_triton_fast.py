@@ -37,8 +37,8 @@ def replayable(op: str) -> bool:
     functional and in-place variants; `out=` variants may resize their output)."""
     from .triton_ops import _impl
 
-    entry = _impl._POINTWISE.get(op)
-    return entry is not None and entry[1] in ("func", "inplace")
+    entry = _impl.POINTWISE.get(op)
+    return entry is not None and entry.mode in ("func", "inplace")
 
 
 def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Callable]):
@@ -73,7 +73,7 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
         mirror = op.replace(".", "_")
         definitions.define(mirror + text[len(prefix) - 1:])
         arg_names = [argument.name for argument in schema.arguments]
-        inplace = _impl._POINTWISE[op][1] == "inplace"
+        inplace = _impl.POINTWISE[op].mode == "inplace"
         implementations.impl(mirror, _recording(kernel_of(op), arg_names, inplace, backend), "PrivateUse1")
         backend._register_fast_triton_op(name, overload, f"{namespace}::{mirror}")
         fronted.add(op)

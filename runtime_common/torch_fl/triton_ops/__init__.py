@@ -11,8 +11,10 @@ kernels can run here. See README.md for the mechanism and the interpreter's limi
 
 The library is split into families, listed with their op names in `ops.yaml` (data the
 generator reads too): the core (`_impl.py`: pointwise, reductions, softmax, norms, matmul,
-basic indexing) and one module per further family, `_<family>.py` (its kernels; a `KERNELS`
-dict op name -> function).
+basic indexing) and one module per further family, `_<family>.py`. Every such module has a
+`KERNELS` dict op name -> function, built at its end; `kernel_for` resolves an op through
+one mapping, op -> family (`_FAMILY_OF`, from ops.yaml), and `_registry`, which imports the
+family's module and wraps its `KERNELS` entry. Shared machinery is in `_common.py`.
 """
 from __future__ import annotations
 
@@ -48,8 +50,9 @@ def family_ops(family: str) -> tuple[str, ...]:
     return tuple(_CATALOG["families"][family])
 
 
-_FAMILY_OF: dict[str, str] = {op: family for family in FAMILIES for op in family_ops(family)}
 SUPPORTED_OPS: tuple[str, ...] = tuple(op for ops in _CATALOG["families"].values() for op in ops)
+# The one mapping kernel_for resolves through: op -> its family (whose module's KERNELS has it).
+_FAMILY_OF: dict[str, str] = {op: family for family, ops in _CATALOG["families"].items() for op in ops}
 COMPILED_ONLY: frozenset[str] = frozenset(op for f in _CATALOG["compiled_only"] for op in family_ops(f))
 
 
@@ -72,15 +75,11 @@ def available() -> bool:
 
 def kernel_for(op_name: str) -> Callable:
     """The Triton-backed implementation of aten `op_name` (an entry of SUPPORTED_OPS)."""
-    if op_name not in _SUPPORTED_SET:
+    if op_name not in _FAMILY_OF:
         raise KeyError(f"torch_fl.triton_ops has no kernel for aten::{op_name}")
-    from . import _impl
+    from ._registry import kernel
 
-    family = _FAMILY_OF.get(op_name)
-    if family is None:
-        return _impl.make_kernel(op_name)
-    module = importlib.import_module(f"._{family}", __name__)
-    return _impl.wrap_kernel(op_name, module.KERNELS[op_name])
+    return kernel(op_name)
 
 
 def copy_into(dst, src):
@@ -96,5 +95,3 @@ def fill_into(dst, value):
 
     return _common.fill_into(dst, value)
 
-
-_SUPPORTED_SET = frozenset(SUPPORTED_OPS)

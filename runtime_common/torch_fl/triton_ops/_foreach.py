@@ -427,7 +427,7 @@ def _make(op_name: str) -> Callable:
             _run(_prep_copy, [((self[i], src[i]), {}) for i in range(n)], self, True, "copy")
         return copy_
     prep_key, function = _ELEMENT[name][overload or None]
-    prep = _impl._POINTWISE[prep_key][0]
+    prep = _impl.POINTWISE[prep_key].prep
 
     def kernel(*args, **kwargs):
         like, rows = _rows(name, overload or None, args, kwargs)

@@ -5,22 +5,17 @@ produced by a Triton kernel (or by another op of this library).
 """
 from __future__ import annotations
 
-import itertools
 import math
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 
 from . import Unsupported
 from . import _kernels as K
-from ._common import (BLOCK, CAPTURE, DTYPE_CODES, FILLS, FLOATS, MAX_DIMS, acc_dtype, atleast1d, cdiv, compute_code,
+from ._common import (BLOCK, DTYPE_CODES, FILLS, FLOATS, MAX_DIMS, acc_dtype, atleast1d, cdiv, compute_code,
                       compute_dtype, contig, copy_into, device_of, dtype_code, empty, fill_into, float_of, grid1,
-                      is_float, launch_pointwise, next_power_of_2, operand, promote, reduce_dims, require_kernel_dtypes,
-                      resize_out, rows_last, scalar_bits, shape_of)
-
-
-# A pointwise "prep" returns (op, operands, result dtype, compute dtype code).
-_POINTWISE: dict[str, tuple] = {}
+                      is_float, launch_pointwise, next_power_of_2, operand, promote, reduce_dims, resize_out, rows_last,
+                      scalar_bits, shape_of)
 
 
 def _pw_run(prep, args, kwargs, mode, out=None):
@@ -42,24 +37,6 @@ def _pw_run(prep, args, kwargs, mode, out=None):
     if op in FILLS:
         return fill_into(out, FILLS[op])
     return launch_pointwise(op, out, operands, cdt, params[0] if params else ())
-
-
-def _pw(names, prep, out_arg="out"):
-    """Register the functional/in-place/out variants (names: dict variant -> op name)."""
-    for mode, name in names.items():
-        _POINTWISE[name] = (prep, mode, out_arg)
-
-
-def _make_pointwise(name):
-    prep, mode, out_arg = _POINTWISE[name]
-    if mode == "out":
-        def fn(*args, **kwargs):
-            out = kwargs.pop(out_arg)
-            return _pw_run(prep, args, kwargs, "out", out)
-    else:
-        def fn(*args, **kwargs):
-            return _pw_run(prep, args, kwargs, mode)
-    return fn
 
 
 # ---- unary
@@ -93,40 +70,18 @@ def _variants(base, overload=None, out="out", inplace=True, func=True):
     return d
 
 
-for _n in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan",
-           "tanh", "sigmoid", "erf", "reciprocal"):
-    _pw(_variants(_n), _unary_float(_n))
-for _n in ("floor", "ceil", "round", "trunc"):
-    _pw(_variants(_n), _unary_same(_n, int_op="copy"))
-_pw(_variants("neg"), _unary_same("neg"))
-_pw(_variants("sign"), _unary_same("sign", bool_op="copy"))
-_pw({"out": "abs.out"}, _unary_same("abs", bool_op="copy"))
-_pw(_variants("relu", out=None), _unary_same("relu"))
-_pw(_variants("bitwise_not"), _unary_same("bitwise_not", bool_op="logical_not"))
-
-
 def _prep_logical_not(self):
     return "logical_not", [self], torch.bool, compute_code(self.dtype)
-
-
-_pw({"out": "logical_not.out"}, _prep_logical_not)
 
 
 def _prep_gelu(self, *, approximate="none"):
     return ("gelu_tanh" if approximate == "tanh" else "gelu"), [self], self.dtype, compute_code(self.dtype)
 
 
-_pw(_variants("gelu"), _prep_gelu)
-_pw(_variants("silu"), _unary_same("silu"))
-
-
 def _prep_gelu_bwd(grad_output, self, *, approximate="none"):
     rdt = promote(grad_output, self)
     op = "gelu_tanh_backward" if approximate == "tanh" else "gelu_backward"
     return op, [grad_output, self], rdt, compute_code(rdt)
-
-
-_pw({"func": "gelu_backward", "out": "gelu_backward.grad_input"}, _prep_gelu_bwd, out_arg="grad_input")
 
 
 def _binary(op, result=None, inputs_to_float=False):
@@ -139,18 +94,9 @@ def _binary(op, result=None, inputs_to_float=False):
     return prep
 
 
-_pw({"out": "silu_backward.grad_input"}, _binary("silu_backward"), out_arg="grad_input")
-_pw({"func": "sigmoid_backward", "out": "sigmoid_backward.grad_input"}, _binary("sigmoid_backward"), out_arg="grad_input")
-_pw({"func": "tanh_backward", "out": "tanh_backward.grad_input"}, _binary("tanh_backward"), out_arg="grad_input")
-
-
 def _prep_threshold_bwd(grad_output, self, threshold):
     rdt = promote(grad_output, self)
     return "threshold_backward", [grad_output, self, threshold], rdt, compute_code(rdt)
-
-
-_pw({"func": "threshold_backward", "out": "threshold_backward.grad_input"}, _prep_threshold_bwd,
-    out_arg="grad_input")
 
 
 # ---- binary
@@ -163,32 +109,11 @@ def _addsub(op):
     return prep
 
 
-_pw(_variants("add", "Tensor"), _addsub("add"))
-_pw(_variants("sub", "Tensor"), _addsub("sub"))
-_pw(_variants("mul", "Tensor"), _binary("mul"))
-_pw(_variants("div", "Tensor"), _binary("div", inputs_to_float=True))
-
-
 def _prep_div_mode(self, other, *, rounding_mode=None):
     if rounding_mode is None:
         return _binary("div", inputs_to_float=True)(self, other)
     rdt = promote(self, other)
     return ("div_trunc" if rounding_mode == "trunc" else "div_floor"), [self, other], rdt, compute_code(rdt)
-
-
-_pw(_variants("div", "Tensor_mode", out="out_mode"), _prep_div_mode)
-for _n in ("maximum", "minimum"):
-    _pw(_variants(_n, inplace=False), _binary(_n))
-for _n in ("fmod", "remainder"):
-    _pw(_variants(_n, "Tensor", out="Tensor_out"), _binary(_n))
-_pw(_variants("atan2"), _binary("atan2", inputs_to_float=True))
-for _n in ("eq", "ne", "lt", "le", "gt", "ge"):
-    _pw(_variants(_n, "Tensor", out="Tensor_out"), _binary(_n, result=torch.bool))
-    _pw(_variants(_n, "Scalar", out="Scalar_out"), _binary(_n, result=torch.bool))
-for _n in ("logical_and", "logical_or", "logical_xor"):
-    _pw({"out": _n + ".out"}, _binary(_n, result=torch.bool))
-for _n in ("bitwise_and", "bitwise_or", "bitwise_xor"):
-    _pw(_variants(_n, "Tensor", out="Tensor_out"), _binary(_n))
 
 
 def _pow_cdt(rdt):
@@ -221,27 +146,15 @@ def _prep_pow_s(self, exponent):
     return "pow", [self, exponent], rdt, _pow_cdt(rdt)
 
 
-_pw({"func": "pow.Tensor_Tensor", "inplace": "pow_.Tensor", "out": "pow.Tensor_Tensor_out"}, _prep_pow_tt)
-_pw({"func": "pow.Tensor_Scalar", "inplace": "pow_.Scalar", "out": "pow.Tensor_Scalar_out"}, _prep_pow_ts)
-_pw({"func": "pow.Scalar", "out": "pow.Scalar_out"}, _prep_pow_s)
-
-
 # ---- ternary
 def _prep_where(condition, self, other):
     rdt = promote(self, other)
     return "where", [condition, self, other], rdt, compute_code(rdt)
 
 
-_pw({"func": "where.self", "out": "where.self_out"}, _prep_where)
-
-
 def _prep_masked_fill(self, mask, value):
     # in-place only (the functional masked_fill is CompositeExplicit: clone + masked_fill_)
     return "where", [mask, value, self], self.dtype, compute_code(self.dtype)
-
-
-_pw({"inplace": "masked_fill_.Scalar"}, _prep_masked_fill)
-_pw({"inplace": "masked_fill_.Tensor"}, _prep_masked_fill)
 
 
 def _prep_clamp(self, min=None, max=None):
@@ -255,10 +168,6 @@ def _prep_clamp(self, min=None, max=None):
     return "clamp", [self, min, max], rdt, compute_code(rdt)
 
 
-_pw(_variants("clamp"), _prep_clamp)
-_pw(_variants("clamp", "Tensor", out="Tensor_out"), _prep_clamp)
-
-
 def _prep_clamp_min(self, min):
     rdt = promote(self, min)
     return "clamp_min", [self, min], rdt, compute_code(rdt)
@@ -269,19 +178,9 @@ def _prep_clamp_max(self, max):
     return "clamp_max", [self, max], rdt, compute_code(rdt)
 
 
-_pw(_variants("clamp_min"), _prep_clamp_min)
-_pw(_variants("clamp_min", "Tensor", out="Tensor_out"), _prep_clamp_min)
-_pw(_variants("clamp_max"), _prep_clamp_max)
-_pw(_variants("clamp_max", "Tensor", out="Tensor_out"), _prep_clamp_max)
-
-
 def _prep_lerp(self, end, weight):
     rdt = self.dtype
     return "lerp", [self, end, weight], rdt, compute_code(rdt)
-
-
-_pw(_variants("lerp", "Scalar", out="Scalar_out"), _prep_lerp)
-_pw(_variants("lerp", "Tensor", out="Tensor_out"), _prep_lerp)
 
 
 def _addc(op):
@@ -289,10 +188,6 @@ def _addc(op):
         rdt = promote(self, tensor1, tensor2)
         return op, [self, tensor1, tensor2, value], rdt, compute_code(rdt)
     return prep
-
-
-_pw(_variants("addcmul"), _addc("addcmul"))
-_pw(_variants("addcdiv"), _addc("addcdiv"))
 
 
 # ---- special functions: floating results computed in fp64 (accurate to the fp32
@@ -306,10 +201,6 @@ def _unary_special(op):
     return prep
 
 
-def _pw_existing(names, prep, out_arg="out"):
-    _pw({mode: name for mode, name in names.items() if _has_op(name)}, prep, out_arg)
-
-
 def _has_op(name):
     """The op exists in this torch and is not a composite (those decompose before reaching us)."""
     base, _, ov = name.partition(".")
@@ -321,21 +212,10 @@ def _has_op(name):
                    for key in ("CompositeImplicitAutograd", "CompositeExplicitAutograd"))
 
 
-for _n in ("acos", "asin", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "erfc", "erfinv", "lgamma",
-           "digamma"):
-    _pw_existing(_variants(_n), _unary_special(_n))
-for _n, _op in (("special_erfcx", "erfcx"), ("special_log_ndtr", "log_ndtr"), ("special_ndtri", "ndtri"),
-                ("special_entr", "entr")):
-    _pw_existing(_variants(_n, inplace=False), _unary_special(_op))
-
-
 def _prep_sinc(self):
     # fp32 stays fp32: ATen rounds pi * x to the input's precision before the sine
     rdt = float_of(self.dtype)
     return "sinc", [self], rdt, compute_code(rdt)
-
-
-_pw_existing(_variants("sinc"), _prep_sinc)
 
 
 def _prep_polygamma(n, self):
@@ -349,23 +229,13 @@ def _prep_polygamma(n, self):
     return "polygamma", [self], rdt, _F64, (n,)
 
 
-_pw_existing({"func": "polygamma", "out": "polygamma.out", "inplace": "polygamma_"}, _prep_polygamma)
-
-
 def _prep_frac(self):
     return "frac", [self], self.dtype, compute_code(self.dtype)
-
-
-_pw(_variants("frac"), _prep_frac)
-_pw(_variants("sgn"), _unary_same("sign", bool_op="copy"))
 
 
 def _prep_angle(self):
     rdt = float_of(self.dtype)
     return "angle", [self], rdt, compute_code(rdt if is_float(self.dtype) else self.dtype)
-
-
-_pw({"func": "angle", "out": "angle.out"}, _prep_angle)
 
 
 def _bool_test(op, int_result=None):
@@ -376,19 +246,11 @@ def _bool_test(op, int_result=None):
     return prep
 
 
-_pw({"func": "isnan"}, _bool_test("isnan"))
-_pw({"func": "isposinf", "out": "isposinf.out"}, _bool_test("isposinf"))
-_pw({"func": "isneginf", "out": "isneginf.out"}, _bool_test("isneginf"))
-
-
 def _prep_signbit(self):
     if self.dtype == torch.bool:
         return "fill_zero", [self], torch.bool, compute_code(self.dtype)
     cdt = _F64 if is_float(self.dtype) else compute_code(self.dtype)
     return "signbit", [self], torch.bool, cdt
-
-
-_pw({"func": "signbit", "out": "signbit.out"}, _prep_signbit)
 
 
 def _prep_nan_to_num(self, nan=None, posinf=None, neginf=None):
@@ -400,9 +262,6 @@ def _prep_nan_to_num(self, nan=None, posinf=None, neginf=None):
     return "nan_to_num", [self], self.dtype, compute_code(self.dtype), params
 
 
-_pw_existing(_variants("nan_to_num"), _prep_nan_to_num)
-
-
 def _prep_round_decimals(self, *, decimals):
     if not is_float(self.dtype):
         raise RuntimeError("round_vml_cpu not implemented for 'Long'" if self.dtype == torch.int64 else
@@ -410,9 +269,6 @@ def _prep_round_decimals(self, *, decimals):
     # 10^|d| rounded to the input dtype first, as ATen does
     ten_pow = torch.tensor(10.0 ** abs(decimals), dtype=torch.float64).to(self.dtype).item()
     return "round_decimals", [self], self.dtype, compute_code(self.dtype), (ten_pow, 1 if decimals < 0 else 0)
-
-
-_pw(_variants("round", "decimals", out="decimals_out"), _prep_round_decimals)
 
 
 # ---- activations with scalar parameters
@@ -426,24 +282,10 @@ def _elu_params(alpha=1, scale=1, input_scale=1):
     return (float(alpha) * float(scale), scale, input_scale)
 
 
-_pw_existing(_variants("elu"), _act("elu", _elu_params))
-
-
 def _prep_elu_bwd(grad_output, alpha, scale, input_scale, is_result, self_or_result):
     rdt = promote(grad_output, self_or_result)
     op = "elu_backward_result" if is_result else "elu_backward"
     return op, [grad_output, self_or_result], rdt, compute_code(rdt), _elu_params(alpha, scale, input_scale)
-
-
-_pw_existing({"func": "elu_backward", "out": "elu_backward.grad_input"}, _prep_elu_bwd, out_arg="grad_input")
-_pw_existing(_variants("softplus", inplace=False), _act("softplus", lambda beta=1, threshold=20: (beta, threshold)))
-_pw_existing(_variants("mish"), _act("mish"))
-_pw_existing(_variants("threshold"), _act("threshold", lambda threshold, value: (threshold, value)))
-_pw_existing(_variants("leaky_relu"), _act("leaky_relu", lambda negative_slope=0.01: (negative_slope,)))
-_pw_existing(_variants("hardsigmoid"), _act("hardsigmoid"))
-_pw_existing(_variants("hardswish"), _act("hardswish"))
-_pw_existing(_variants("softshrink", inplace=False), _act("softshrink", lambda lambd=0.5: (lambd,)))
-_pw_existing(_variants("hardshrink", inplace=False), _act("hardshrink", lambda lambd=0.5: (lambd,)))
 
 
 def _prep_hardtanh(self, min_val=-1, max_val=1):
@@ -451,15 +293,9 @@ def _prep_hardtanh(self, min_val=-1, max_val=1):
     return "clamp", [self, min_val, max_val], rdt, compute_code(rdt)
 
 
-_pw_existing(_variants("hardtanh"), _prep_hardtanh)
-
-
 def _prep_logit(self, eps=None):
     rdt = float_of(self.dtype)
     return "logit", [self], rdt, compute_code(rdt), ((0.0, 0) if eps is None else (eps, 1))
-
-
-_pw_existing(_variants("logit"), _prep_logit)
 
 
 def _grad_act(op, params=lambda *a, **kw: ()):
@@ -473,27 +309,10 @@ def _grad_variants(name, out="grad_input"):
     return {"func": name, "out": f"{name}.{out}"}
 
 
-_pw_existing(_grad_variants("hardtanh_backward"), _grad_act("hardtanh_backward", lambda lo, hi: (lo, hi)),
-             out_arg="grad_input")
-_pw_existing(_grad_variants("softplus_backward"), _grad_act("softplus_backward", lambda beta, threshold: (beta, threshold)),
-             out_arg="grad_input")
-_pw_existing({"func": "mish_backward"}, _grad_act("mish_backward"))
-_pw_existing(_grad_variants("leaky_relu_backward"),
-             _grad_act("leaky_relu_backward", lambda negative_slope, self_is_result: (negative_slope,)),
-             out_arg="grad_input")
-_pw_existing(_grad_variants("hardsigmoid_backward"), _grad_act("hardsigmoid_backward"), out_arg="grad_input")
-_pw_existing({"func": "hardswish_backward", "out": "hardswish_backward.out"}, _grad_act("hardswish_backward"))
-for _n in ("softshrink_backward", "hardshrink_backward"):
-    _pw_existing(_grad_variants(_n), _grad_act("shrink_backward", lambda lambd: (lambd,)), out_arg="grad_input")
-
-
 def _prep_log_sigmoid_bwd(grad_output, self, buffer):
     # the buffer (CPU's saved intermediates) is not needed: recomputed from self, as on CUDA
     rdt = promote(grad_output, self)
     return "log_sigmoid_backward", [grad_output, self], rdt, compute_code(rdt)
-
-
-_pw_existing(_grad_variants("log_sigmoid_backward"), _prep_log_sigmoid_bwd, out_arg="grad_input")
 
 
 def _prep_logit_bwd(grad_output, self, eps=None):
@@ -501,15 +320,9 @@ def _prep_logit_bwd(grad_output, self, eps=None):
     return "logit_backward", [grad_output, self], rdt, compute_code(rdt), ((0.0, 0) if eps is None else (eps, 1))
 
 
-_pw_existing(_grad_variants("logit_backward"), _prep_logit_bwd, out_arg="grad_input")
-
-
 def _prep_dropout_bwd(grad_output, mask, scale):
     rdt = promote(grad_output, mask, scale)  # an integer grad times a float scale is float, as in ATen
     return "mul_scale", [grad_output, mask, scale], rdt, compute_code(rdt)
-
-
-_pw_existing({"func": "native_dropout_backward", "out": "native_dropout_backward.out"}, _prep_dropout_bwd)
 
 
 # ---- binary
@@ -520,35 +333,11 @@ def _float_binary(op, cdt64=True):
     return prep
 
 
-for _n in ("logaddexp", "logaddexp2", "hypot"):
-    _pw_existing(_variants(_n, inplace=_n == "hypot"), _float_binary(_n))
-_pw_existing(_variants("copysign", "Tensor", out="out"), _float_binary("copysign"))
-_pw_existing({"func": "xlogy.Tensor", "inplace": "xlogy_.Tensor", "out": "xlogy.OutTensor"}, _float_binary("xlogy"))
-_pw_existing({"out": "xlogy.OutScalar_Self"}, _float_binary("xlogy"))
-_pw_existing({"out": "xlogy.OutScalar_Other"}, _float_binary("xlogy"))
-_pw_existing({"func": "special_xlog1py", "out": "special_xlog1py.out"}, _float_binary("xlog1py"))
-_pw_existing({"out": "special_xlog1py.self_scalar_out"}, _float_binary("xlog1py"))
-_pw_existing({"out": "special_xlog1py.other_scalar_out"}, _float_binary("xlog1py"))
-_pw_existing({"func": "special_zeta", "out": "special_zeta.out"}, _float_binary("zeta"))
-_pw_existing({"out": "special_zeta.self_scalar_out"}, _float_binary("zeta"))
-_pw_existing({"out": "special_zeta.other_scalar_out"}, _float_binary("zeta"))
-for _n in ("fmax", "fmin"):
-    _pw_existing(_variants(_n, inplace=False), _binary(_n))
-_pw_existing(_variants("heaviside"), _binary("heaviside"))
-for _n in ("gcd", "lcm"):
-    _pw_existing(_variants(_n), _binary(_n))
-_pw_existing(_variants("floor_divide", "", out="out"), _binary("div_floor"))
-_pw_existing({"inplace": "floor_divide_.Tensor"}, _binary("div_floor"))
-
-
 def _prep_nextafter(self, other):
     rdt = promote(self, other)
     if rdt not in (torch.float32, torch.float64):
         raise Unsupported(f"nextafter on {rdt}: the kernel steps fp32/fp64 bit patterns only")
     return "nextafter", [self, other], rdt, compute_code(rdt)
-
-
-_pw_existing(_variants("nextafter"), _prep_nextafter)
 
 
 def _shift(op):
@@ -558,16 +347,9 @@ def _shift(op):
     return prep
 
 
-_pw_existing(_variants("bitwise_left_shift", "Tensor", out="Tensor_out"), _shift("shl"))
-_pw_existing(_variants("bitwise_right_shift", "Tensor", out="Tensor_out"), _shift("shr"))
-
-
 def _prep_rsub(self, other, *, alpha=1):
     rdt = promote(self, other)
     return "sub_alpha", [other, self, alpha], rdt, compute_code(rdt)
-
-
-_pw_existing({"func": "rsub.Tensor", "out": "rsub.Tensor_out"}, _prep_rsub)
 
 
 # ------------------------------------------------------------- reductions --
@@ -1339,8 +1121,183 @@ def eye_out(n, *, out):
     return eye_m_out(n, n, out=out)
 
 
-# ----------------------------------------------------------------- table ----
-_SPECIAL: dict[str, Callable] = {
+# ------------------------------------------------------------------ tables ----
+class PointwiseOp(NamedTuple):
+    """One pointwise op: its preparation (the op's arguments -> (kernel op, operands,
+    result dtype, compute dtype code[, scalar parameters])), its variant ("func",
+    "inplace" or "out") and the name of its out= argument."""
+    prep: Callable
+    mode: str
+    out_arg: str
+
+
+def _pointwise_table() -> dict[str, PointwiseOp]:
+    table: dict[str, PointwiseOp] = {}
+
+    def add(names, prep, out_arg="out"):
+        """The variants of one op (names: dict variant -> op name), one preparation."""
+        for mode, name in names.items():
+            table[name] = PointwiseOp(prep, mode, out_arg)
+
+    def add_if_in_torch(names, prep, out_arg="out"):
+        """As add, for the variants that this torch has as non-composite ops."""
+        add({mode: name for mode, name in names.items() if _has_op(name)}, prep, out_arg)
+
+    # unary
+    for n in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan",
+              "tanh", "sigmoid", "erf", "reciprocal"):
+        add(_variants(n), _unary_float(n))
+    for n in ("floor", "ceil", "round", "trunc"):
+        add(_variants(n), _unary_same(n, int_op="copy"))
+    add(_variants("neg"), _unary_same("neg"))
+    add(_variants("sign"), _unary_same("sign", bool_op="copy"))
+    add({"out": "abs.out"}, _unary_same("abs", bool_op="copy"))
+    add(_variants("relu", out=None), _unary_same("relu"))
+    add(_variants("bitwise_not"), _unary_same("bitwise_not", bool_op="logical_not"))
+    add({"out": "logical_not.out"}, _prep_logical_not)
+    add(_variants("gelu"), _prep_gelu)
+    add(_variants("silu"), _unary_same("silu"))
+    add({"func": "gelu_backward", "out": "gelu_backward.grad_input"}, _prep_gelu_bwd, out_arg="grad_input")
+    add({"out": "silu_backward.grad_input"}, _binary("silu_backward"), out_arg="grad_input")
+    add({"func": "sigmoid_backward", "out": "sigmoid_backward.grad_input"}, _binary("sigmoid_backward"),
+        out_arg="grad_input")
+    add({"func": "tanh_backward", "out": "tanh_backward.grad_input"}, _binary("tanh_backward"), out_arg="grad_input")
+    add({"func": "threshold_backward", "out": "threshold_backward.grad_input"}, _prep_threshold_bwd,
+        out_arg="grad_input")
+
+    # binary
+    add(_variants("add", "Tensor"), _addsub("add"))
+    add(_variants("sub", "Tensor"), _addsub("sub"))
+    add(_variants("mul", "Tensor"), _binary("mul"))
+    add(_variants("div", "Tensor"), _binary("div", inputs_to_float=True))
+    add(_variants("div", "Tensor_mode", out="out_mode"), _prep_div_mode)
+    for n in ("maximum", "minimum"):
+        add(_variants(n, inplace=False), _binary(n))
+    for n in ("fmod", "remainder"):
+        add(_variants(n, "Tensor", out="Tensor_out"), _binary(n))
+    add(_variants("atan2"), _binary("atan2", inputs_to_float=True))
+    for n in ("eq", "ne", "lt", "le", "gt", "ge"):
+        add(_variants(n, "Tensor", out="Tensor_out"), _binary(n, result=torch.bool))
+        add(_variants(n, "Scalar", out="Scalar_out"), _binary(n, result=torch.bool))
+    for n in ("logical_and", "logical_or", "logical_xor"):
+        add({"out": n + ".out"}, _binary(n, result=torch.bool))
+    for n in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+        add(_variants(n, "Tensor", out="Tensor_out"), _binary(n))
+    add({"func": "pow.Tensor_Tensor", "inplace": "pow_.Tensor", "out": "pow.Tensor_Tensor_out"}, _prep_pow_tt)
+    add({"func": "pow.Tensor_Scalar", "inplace": "pow_.Scalar", "out": "pow.Tensor_Scalar_out"}, _prep_pow_ts)
+    add({"func": "pow.Scalar", "out": "pow.Scalar_out"}, _prep_pow_s)
+
+    # ternary
+    add({"func": "where.self", "out": "where.self_out"}, _prep_where)
+    add({"inplace": "masked_fill_.Scalar"}, _prep_masked_fill)
+    add({"inplace": "masked_fill_.Tensor"}, _prep_masked_fill)
+    add(_variants("clamp"), _prep_clamp)
+    add(_variants("clamp", "Tensor", out="Tensor_out"), _prep_clamp)
+    add(_variants("clamp_min"), _prep_clamp_min)
+    add(_variants("clamp_min", "Tensor", out="Tensor_out"), _prep_clamp_min)
+    add(_variants("clamp_max"), _prep_clamp_max)
+    add(_variants("clamp_max", "Tensor", out="Tensor_out"), _prep_clamp_max)
+    add(_variants("lerp", "Scalar", out="Scalar_out"), _prep_lerp)
+    add(_variants("lerp", "Tensor", out="Tensor_out"), _prep_lerp)
+    add(_variants("addcmul"), _addc("addcmul"))
+    add(_variants("addcdiv"), _addc("addcdiv"))
+
+    # special functions (computed in fp64)
+    for n in ("acos", "asin", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "erfc", "erfinv", "lgamma",
+              "digamma"):
+        add_if_in_torch(_variants(n), _unary_special(n))
+    for n, op in (("special_erfcx", "erfcx"), ("special_log_ndtr", "log_ndtr"), ("special_ndtri", "ndtri"),
+                  ("special_entr", "entr")):
+        add_if_in_torch(_variants(n, inplace=False), _unary_special(op))
+    add_if_in_torch(_variants("sinc"), _prep_sinc)
+    add_if_in_torch({"func": "polygamma", "out": "polygamma.out", "inplace": "polygamma_"}, _prep_polygamma)
+    add(_variants("frac"), _prep_frac)
+    add(_variants("sgn"), _unary_same("sign", bool_op="copy"))
+    add({"func": "angle", "out": "angle.out"}, _prep_angle)
+    add({"func": "isnan"}, _bool_test("isnan"))
+    add({"func": "isposinf", "out": "isposinf.out"}, _bool_test("isposinf"))
+    add({"func": "isneginf", "out": "isneginf.out"}, _bool_test("isneginf"))
+    add({"func": "signbit", "out": "signbit.out"}, _prep_signbit)
+    add_if_in_torch(_variants("nan_to_num"), _prep_nan_to_num)
+    add(_variants("round", "decimals", out="decimals_out"), _prep_round_decimals)
+
+    # activations with scalar parameters
+    add_if_in_torch(_variants("elu"), _act("elu", _elu_params))
+    add_if_in_torch({"func": "elu_backward", "out": "elu_backward.grad_input"}, _prep_elu_bwd, out_arg="grad_input")
+    add_if_in_torch(_variants("softplus", inplace=False),
+                    _act("softplus", lambda beta=1, threshold=20: (beta, threshold)))
+    add_if_in_torch(_variants("mish"), _act("mish"))
+    add_if_in_torch(_variants("threshold"), _act("threshold", lambda threshold, value: (threshold, value)))
+    add_if_in_torch(_variants("leaky_relu"), _act("leaky_relu", lambda negative_slope=0.01: (negative_slope,)))
+    add_if_in_torch(_variants("hardsigmoid"), _act("hardsigmoid"))
+    add_if_in_torch(_variants("hardswish"), _act("hardswish"))
+    add_if_in_torch(_variants("softshrink", inplace=False), _act("softshrink", lambda lambd=0.5: (lambd,)))
+    add_if_in_torch(_variants("hardshrink", inplace=False), _act("hardshrink", lambda lambd=0.5: (lambd,)))
+    add_if_in_torch(_variants("hardtanh"), _prep_hardtanh)
+    add_if_in_torch(_variants("logit"), _prep_logit)
+    add_if_in_torch(_grad_variants("hardtanh_backward"), _grad_act("hardtanh_backward", lambda lo, hi: (lo, hi)),
+                    out_arg="grad_input")
+    add_if_in_torch(_grad_variants("softplus_backward"),
+                    _grad_act("softplus_backward", lambda beta, threshold: (beta, threshold)),
+                    out_arg="grad_input")
+    add_if_in_torch({"func": "mish_backward"}, _grad_act("mish_backward"))
+    add_if_in_torch(_grad_variants("leaky_relu_backward"),
+                    _grad_act("leaky_relu_backward", lambda negative_slope, self_is_result: (negative_slope,)),
+                    out_arg="grad_input")
+    add_if_in_torch(_grad_variants("hardsigmoid_backward"), _grad_act("hardsigmoid_backward"), out_arg="grad_input")
+    add_if_in_torch({"func": "hardswish_backward", "out": "hardswish_backward.out"}, _grad_act("hardswish_backward"))
+    for n in ("softshrink_backward", "hardshrink_backward"):
+        add_if_in_torch(_grad_variants(n), _grad_act("shrink_backward", lambda lambd: (lambd,)), out_arg="grad_input")
+    add_if_in_torch(_grad_variants("log_sigmoid_backward"), _prep_log_sigmoid_bwd, out_arg="grad_input")
+    add_if_in_torch(_grad_variants("logit_backward"), _prep_logit_bwd, out_arg="grad_input")
+    add_if_in_torch({"func": "native_dropout_backward", "out": "native_dropout_backward.out"}, _prep_dropout_bwd)
+
+    # binary
+    for n in ("logaddexp", "logaddexp2", "hypot"):
+        add_if_in_torch(_variants(n, inplace=n == "hypot"), _float_binary(n))
+    add_if_in_torch(_variants("copysign", "Tensor", out="out"), _float_binary("copysign"))
+    add_if_in_torch({"func": "xlogy.Tensor", "inplace": "xlogy_.Tensor", "out": "xlogy.OutTensor"},
+                    _float_binary("xlogy"))
+    add_if_in_torch({"out": "xlogy.OutScalar_Self"}, _float_binary("xlogy"))
+    add_if_in_torch({"out": "xlogy.OutScalar_Other"}, _float_binary("xlogy"))
+    add_if_in_torch({"func": "special_xlog1py", "out": "special_xlog1py.out"}, _float_binary("xlog1py"))
+    add_if_in_torch({"out": "special_xlog1py.self_scalar_out"}, _float_binary("xlog1py"))
+    add_if_in_torch({"out": "special_xlog1py.other_scalar_out"}, _float_binary("xlog1py"))
+    add_if_in_torch({"func": "special_zeta", "out": "special_zeta.out"}, _float_binary("zeta"))
+    add_if_in_torch({"out": "special_zeta.self_scalar_out"}, _float_binary("zeta"))
+    add_if_in_torch({"out": "special_zeta.other_scalar_out"}, _float_binary("zeta"))
+    for n in ("fmax", "fmin"):
+        add_if_in_torch(_variants(n, inplace=False), _binary(n))
+    add_if_in_torch(_variants("heaviside"), _binary("heaviside"))
+    for n in ("gcd", "lcm"):
+        add_if_in_torch(_variants(n), _binary(n))
+    add_if_in_torch(_variants("floor_divide", "", out="out"), _binary("div_floor"))
+    add_if_in_torch({"inplace": "floor_divide_.Tensor"}, _binary("div_floor"))
+    add_if_in_torch(_variants("nextafter"), _prep_nextafter)
+    add_if_in_torch(_variants("bitwise_left_shift", "Tensor", out="Tensor_out"), _shift("shl"))
+    add_if_in_torch(_variants("bitwise_right_shift", "Tensor", out="Tensor_out"), _shift("shr"))
+    add_if_in_torch({"func": "rsub.Tensor", "out": "rsub.Tensor_out"}, _prep_rsub)
+    return table
+
+
+def _pointwise_kernel(entry: PointwiseOp) -> Callable:
+    prep, mode, out_arg = entry
+    if mode == "out":
+        def fn(*args, **kwargs):
+            out = kwargs.pop(out_arg)
+            return _pw_run(prep, args, kwargs, "out", out)
+    else:
+        def fn(*args, **kwargs):
+            return _pw_run(prep, args, kwargs, mode)
+    return fn
+
+
+# The pointwise ops by name (torch_fl._triton_fast replays their launches, _foreach runs
+# their preparations per tensor).
+POINTWISE: dict[str, PointwiseOp] = _pointwise_table()
+
+KERNELS: dict[str, Callable] = {
+    **{name: _pointwise_kernel(entry) for name, entry in POINTWISE.items()},
     "sum.dim_IntList": sum_dim_IntList,
     "sum.IntList_out": sum_dim_IntList,
     "mean.dim": mean_dim,
@@ -1439,97 +1396,3 @@ _SPECIAL: dict[str, Callable] = {
     "eye.m_out": eye_m_out,
     "eye.out": eye_out,
 }
-
-
-def all_ops() -> list[str]:
-    """Every op with an implementation: the core's and each family's `KERNELS`."""
-    import importlib
-
-    from . import FAMILIES
-
-    ops = list(_POINTWISE) + list(_SPECIAL)
-    for family in FAMILIES:
-        ops += list(importlib.import_module(f"._{family}", __package__).KERNELS)
-    return ops
-
-
-def _signature(op_name):
-    """inspect.Signature of the aten schema (documentation / introspection only)."""
-    import inspect
-    base, _, ov = op_name.partition(".")
-    try:
-        schema = getattr(getattr(torch.ops.aten, base), ov or "default")._schema
-    except Exception:  # noqa: BLE001
-        return None
-    params = []
-    for a in schema.arguments:
-        kind = inspect.Parameter.KEYWORD_ONLY if a.kwarg_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
-        default = inspect.Parameter.empty if not a.has_default_value() else a.default_value
-        params.append(inspect.Parameter(a.name, kind, default=default))
-    try:
-        return inspect.Signature(params)
-    except ValueError:
-        return None
-
-
-def make_kernel(op_name: str) -> Callable:
-    """The core library's kernel for `op_name` (families: see the package docstring)."""
-    if op_name in _POINTWISE:
-        fn = _make_pointwise(op_name)
-    elif op_name in _SPECIAL:
-        fn = _SPECIAL[op_name]
-    else:
-        raise KeyError(op_name)
-    return wrap_kernel(op_name, fn)
-
-
-# Kernels that take complex tensors themselves (as pairs of reals: Triton has no complex
-# types); every other op reaches complex tensors only through its adapter in `_complex`.
-_COMPLEX_AWARE = frozenset({"_fft_c2c", "_fft_c2c.out", "_fft_r2c", "_fft_r2c.out", "_fft_c2r", "_fft_c2r.out",
-                            "conj_physical.out", "conj_physical_", "flip", "complex.out", "polar.out",
-                            # compositions of chip ops, which take complex tensors through theirs
-                            "triangular_solve.X", "renorm.out"})
-
-
-def _kernel_dtypes(args, kwargs):
-    """The dtypes of a call's tensors (also inside lists), of its `dtype=` argument and of
-    its complex Python scalars."""
-    for value in itertools.chain(args, kwargs.values()):
-        if isinstance(value, torch.Tensor):
-            yield value.dtype
-        elif isinstance(value, (list, tuple)):
-            yield from (v.dtype for v in value if isinstance(v, torch.Tensor))
-        elif isinstance(value, torch.dtype):
-            yield value
-        elif isinstance(value, complex):
-            yield torch.complex128
-
-
-def wrap_kernel(op_name: str, fn: Callable) -> Callable:
-    """`fn` named after the op and carrying the aten schema's signature. A call with a
-    complex tensor, `dtype=` or Python number goes to the op's complex adapter (`_complex`:
-    real ops on the parts) or, without one, is declined before the kernel runs, as is any
-    other dtype the kernels lack: no kernel answers in a substitute dtype."""
-    checked = op_name not in _COMPLEX_AWARE
-    from ._complex import adapter_for
-
-    complex_kernel = adapter_for(op_name) if checked else None
-
-    def kernel(*args, **kwargs):
-        if checked:
-            for dtype in _kernel_dtypes(args, kwargs):  # one pass, no list: every call comes here
-                if dtype in DTYPE_CODES:
-                    continue
-                if complex_kernel is None or not dtype.is_complex:
-                    require_kernel_dtypes((dtype,))
-                if CAPTURE.launches is not None:
-                    CAPTURE.launches.append(None)  # many launches: nothing for a C++ replay to record
-                return complex_kernel(*args, **kwargs)
-        return fn(*args, **kwargs)
-
-    kernel.__name__ = "triton_" + op_name.replace(".", "_")
-    kernel.__qualname__ = kernel.__name__
-    sig = _signature(op_name)
-    if sig is not None:
-        kernel.__signature__ = sig
-    return kernel

@@ -1228,38 +1228,6 @@ _cummax_helper = _cummaxmin_helper(True)
 _cummin_helper = _cummaxmin_helper(False)
 
 
-KERNELS: dict[str, Callable] = {
-    "flip": flip,
-    "roll": roll,
-    "scatter.src": scatter_src, "scatter_.src": scatter__src, "scatter.src_out": scatter_src_out,
-    "scatter.value": scatter_value, "scatter_.value": scatter__value, "scatter.value_out": scatter_value_out,
-    "index_add": index_add, "index_add_": index_add_, "index_add.out": index_add_out,
-    "index_copy": index_copy, "index_copy_": index_copy_, "index_copy.out": index_copy_out,
-    "index_fill_.int_Scalar": index_fill_, "index_fill_.int_Tensor": index_fill_,
-    "cumsum": cumsum, "cumsum_": cumsum_, "cumsum.out": cumsum_out,
-    "cumprod": cumprod, "cumprod_": cumprod_, "cumprod.out": cumprod_out,
-    "sort.stable": sort_stable,
-    "sort.values_stable": sort_values_stable,
-    "nonzero": nonzero, "nonzero.out": nonzero_out, "nonzero_static": nonzero_static,
-    "masked_select": masked_select, "masked_select.out": masked_select_out,
-    "masked_scatter_": masked_scatter_,
-    "take": take, "take.out": take_out, "put_": put_, "repeat_interleave.Tensor": repeat_interleave_Tensor,
-    "searchsorted.Tensor": searchsorted_Tensor, "searchsorted.Tensor_out": searchsorted_Tensor_out,
-    "bucketize.Tensor": bucketize_Tensor, "bucketize.Tensor_out": bucketize_Tensor_out,
-    "index.Tensor": index_Tensor, "index.Tensor_out": index_Tensor_out, "_index_put_impl_": _index_put_impl_,
-    "scatter_reduce.two": scatter_reduce_two, "scatter_reduce_.two": scatter_reduce__two,
-    "scatter_reduce.two_out": scatter_reduce_two_out,
-    "scatter.reduce": scatter_reduce, "scatter_.reduce": scatter__reduce, "scatter.reduce_out": scatter_reduce_out,
-    "scatter.value_reduce": scatter_value_reduce, "scatter_.value_reduce": scatter__value_reduce,
-    "scatter.value_reduce_out": scatter_value_reduce_out,
-    "index_reduce": index_reduce, "index_reduce_": index_reduce_, "index_reduce.out": index_reduce_out,
-    "count_nonzero.dim_IntList": count_nonzero_dim_IntList,
-    "_logcumsumexp": _logcumsumexp, "_logcumsumexp.out": _logcumsumexp_out,
-    "_cummax_helper": _cummax_helper, "_cummin_helper": _cummin_helper,
-    "max.dim": max_dim, "max.dim_max": max_dim_max, "min.dim": min_dim, "min.dim_min": min_dim_min,
-}
-
-
 # ------------------------------------------------- compositions of the above --
 def isin_Tensor_Tensor_out(elements, test_elements, *, assume_unique=False, invert=False, out):
     """Membership by binary search in the sorted test elements (== semantics: NaN is in nothing)."""
@@ -1291,8 +1259,40 @@ def _tri_indices(lower: bool):
     return indices
 
 
-KERNELS.update({"isin.Tensor_Tensor_out": isin_Tensor_Tensor_out, "tril_indices": _tri_indices(True),
-                "triu_indices": _tri_indices(False)})
+# ------------------------------------------------------------------- table ----
+KERNELS: dict[str, Callable] = {
+    "flip": flip,
+    "roll": roll,
+    "scatter.src": scatter_src, "scatter_.src": scatter__src, "scatter.src_out": scatter_src_out,
+    "scatter.value": scatter_value, "scatter_.value": scatter__value, "scatter.value_out": scatter_value_out,
+    "index_add": index_add, "index_add_": index_add_, "index_add.out": index_add_out,
+    "index_copy": index_copy, "index_copy_": index_copy_, "index_copy.out": index_copy_out,
+    "index_fill_.int_Scalar": index_fill_, "index_fill_.int_Tensor": index_fill_,
+    "cumsum": cumsum, "cumsum_": cumsum_, "cumsum.out": cumsum_out,
+    "cumprod": cumprod, "cumprod_": cumprod_, "cumprod.out": cumprod_out,
+    "sort.stable": sort_stable,
+    "sort.values_stable": sort_values_stable,
+    "nonzero": nonzero, "nonzero.out": nonzero_out, "nonzero_static": nonzero_static,
+    "masked_select": masked_select, "masked_select.out": masked_select_out,
+    "masked_scatter_": masked_scatter_,
+    "take": take, "take.out": take_out, "put_": put_, "repeat_interleave.Tensor": repeat_interleave_Tensor,
+    "searchsorted.Tensor": searchsorted_Tensor, "searchsorted.Tensor_out": searchsorted_Tensor_out,
+    "bucketize.Tensor": bucketize_Tensor, "bucketize.Tensor_out": bucketize_Tensor_out,
+    "index.Tensor": index_Tensor, "index.Tensor_out": index_Tensor_out, "_index_put_impl_": _index_put_impl_,
+    "scatter_reduce.two": scatter_reduce_two, "scatter_reduce_.two": scatter_reduce__two,
+    "scatter_reduce.two_out": scatter_reduce_two_out,
+    "scatter.reduce": scatter_reduce, "scatter_.reduce": scatter__reduce, "scatter.reduce_out": scatter_reduce_out,
+    "scatter.value_reduce": scatter_value_reduce, "scatter_.value_reduce": scatter__value_reduce,
+    "scatter.value_reduce_out": scatter_value_reduce_out,
+    "index_reduce": index_reduce, "index_reduce_": index_reduce_, "index_reduce.out": index_reduce_out,
+    "count_nonzero.dim_IntList": count_nonzero_dim_IntList,
+    "_logcumsumexp": _logcumsumexp, "_logcumsumexp.out": _logcumsumexp_out,
+    "_cummax_helper": _cummax_helper, "_cummin_helper": _cummin_helper,
+    "max.dim": max_dim, "max.dim_max": max_dim_max, "min.dim": min_dim, "min.dim_min": min_dim_min,
+    # compositions of the above
+    "isin.Tensor_Tensor_out": isin_Tensor_Tensor_out,
+    "tril_indices": _tri_indices(True), "triu_indices": _tri_indices(False),
+}
 
 
 # Compiled mode: launches skip Triton's per-call argument binding (_launch.py).

@@ -1551,6 +1551,21 @@ def linalg_matrix_exp(self):
     return out
 
 
+def triangular_solve_X(self, A, upper=True, transpose=False, unitriangular=False, *, X, M):
+    """The legacy triangular_solve: solve_triangular on the broadcast operands (A^T when
+    `transpose`, conjugated never), and A's broadcast copy as the second result."""
+    if self.dim() < 2 or A.dim() < 2:
+        raise Unsupported("triangular_solve of fewer than 2 dims (the CPU's error)")
+    batch = torch.broadcast_shapes(tuple(self.shape[:-2]), tuple(A.shape[:-2]))
+    Ab = A.expand(*batch, *A.shape[-2:])
+    solution = torch.linalg.solve_triangular(Ab.mT if transpose else Ab, self.expand(*batch, *self.shape[-2:]),
+                                             upper=upper != transpose, unitriangular=unitriangular)
+    resize_out(X, solution.shape).copy_(solution)
+    resize_out(M, Ab.shape).copy_(Ab)
+    return X, M
+
+
+# ------------------------------------------------------------------- table ----
 KERNELS: dict[str, Callable] = {
     "linalg_lu_factor_ex.out": linalg_lu_factor_ex_out,
     "lu_unpack.out": lu_unpack_out,
@@ -1580,24 +1595,8 @@ KERNELS: dict[str, Callable] = {
     "linalg_ldl_factor_ex.out": linalg_ldl_factor_ex_out,
     "linalg_ldl_solve.out": linalg_ldl_solve_out,
     "linalg_matrix_exp": linalg_matrix_exp,
+    "triangular_solve.X": triangular_solve_X,
 }
-
-
-def triangular_solve_X(self, A, upper=True, transpose=False, unitriangular=False, *, X, M):
-    """The legacy triangular_solve: solve_triangular on the broadcast operands (A^T when
-    `transpose`, conjugated never), and A's broadcast copy as the second result."""
-    if self.dim() < 2 or A.dim() < 2:
-        raise Unsupported("triangular_solve of fewer than 2 dims (the CPU's error)")
-    batch = torch.broadcast_shapes(tuple(self.shape[:-2]), tuple(A.shape[:-2]))
-    Ab = A.expand(*batch, *A.shape[-2:])
-    solution = torch.linalg.solve_triangular(Ab.mT if transpose else Ab, self.expand(*batch, *self.shape[-2:]),
-                                             upper=upper != transpose, unitriangular=unitriangular)
-    resize_out(X, solution.shape).copy_(solution)
-    resize_out(M, Ab.shape).copy_(Ab)
-    return X, M
-
-
-KERNELS["triangular_solve.X"] = triangular_solve_X
 
 
 # Compiled mode: launches skip Triton's per-call argument binding (_launch.py).

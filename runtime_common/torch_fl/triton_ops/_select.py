@@ -28,8 +28,6 @@ from . import _launch
 from ._common import compute_dtype, contig, copy_into, empty, fill_into, is_float, next_power_of_2, resize_out
 from ._index import _sort_impl
 
-KERNELS: dict[str, Callable] = {}
-
 _BLOCK = 1024
 # What pick_sorted_kernel takes from a sorted row.
 _MEDIAN, _NANMEDIAN, _MODE = 0, 1, 2
@@ -264,13 +262,14 @@ def mode_values(self, dim=-1, keepdim=False, *, values, indices):
     return _mode(self, dim, keepdim, values, indices)
 
 
-KERNELS.update({
+# ------------------------------------------------------------------- table ----
+KERNELS: dict[str, Callable] = {
     "topk": topk, "topk.values": topk_values,
     "kthvalue": kthvalue, "kthvalue.values": kthvalue_values,
     "median": median, "median.dim": median_dim, "median.dim_values": median_dim_values,
     "nanmedian": nanmedian, "nanmedian.dim": nanmedian_dim, "nanmedian.dim_values": nanmedian_dim_values,
     "mode": mode, "mode.values": mode_values,
-})
+}
 
 # Compiled mode: launches skip Triton's per-call argument binding (_launch.py).
 _launch.install(globals())
