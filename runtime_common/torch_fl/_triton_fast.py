@@ -35,9 +35,9 @@ _INT_BYTES = {"i1": 1, "i8": 1, "u1": 1, "u8": 1, "i16": 2, "u16": 2, "i32": 4, 
 def replayable(op: str) -> bool:
     """Ops whose whole Python kernel is the pointwise preparation and one launch (their
     functional and in-place variants; `out=` variants may resize their output)."""
-    from .triton_ops import _impl
+    from .triton_ops import _pointwise
 
-    entry = _impl.POINTWISE.get(op)
+    entry = _pointwise.POINTWISE.get(op)
     return entry is not None and entry.mode in ("func", "inplace")
 
 
@@ -56,7 +56,7 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
         return set(), [], why
     import torch
 
-    from .triton_ops import _impl
+    from .triton_ops import _pointwise
 
     namespace = f"torchfl_{chip}_triton"
     definitions = torch.library.Library(namespace, "DEF")
@@ -73,7 +73,7 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
         mirror = op.replace(".", "_")
         definitions.define(mirror + text[len(prefix) - 1:])
         arg_names = [argument.name for argument in schema.arguments]
-        inplace = _impl.POINTWISE[op].mode == "inplace"
+        inplace = _pointwise.POINTWISE[op].mode == "inplace"
         implementations.impl(mirror, _recording(kernel_of(op), arg_names, inplace, backend), "PrivateUse1")
         backend._register_fast_triton_op(name, overload, f"{namespace}::{mirror}")
         fronted.add(op)

@@ -10,11 +10,12 @@ Importing this package never imports triton; `available()` says whether the
 kernels can run here. See README.md for the mechanism and the interpreter's limits.
 
 The library is split into families, listed with their op names in `ops.yaml` (data the
-generator reads too): the core (`_impl.py`: pointwise, reductions, softmax, norms, matmul,
-basic indexing) and one module per further family, `_<family>.py`. Every such module has a
-`KERNELS` dict op name -> function, built at its end; `kernel_for` resolves an op through
-one mapping, op -> family (`_FAMILY_OF`, from ops.yaml), and `_registry`, which imports the
-family's module and wraps its `KERNELS` entry. Shared machinery is in `_common.py`.
+generator reads too); family `<f>`'s kernels are in `_<f>.py` (`_pointwise`, `_reductions`,
+`_softmax_norm`, `_matmul`, `_gather`, `_creation`, `_index`, `_nn`, `_linalg`, ...), whose
+`KERNELS` dict (op name -> function) is built at the module's end. `kernel_for` resolves an
+op through one mapping, op -> family (from ops.yaml), and `_registry`, which imports that
+family's module and wraps its `KERNELS` entry. Shared machinery is in `_common.py`, the
+Triton kernels most families share in `_kernels.py`.
 """
 from __future__ import annotations
 
@@ -41,12 +42,12 @@ def _read_catalog() -> dict:
 
 
 _CATALOG = _read_catalog()
-# Families beside the core, in the order their ops are listed.
-FAMILIES: tuple[str, ...] = tuple(f for f in _CATALOG["families"] if f != "core")
+# Every family, in the order their ops are listed.
+FAMILIES: tuple[str, ...] = tuple(_CATALOG["families"])
 
 
 def family_ops(family: str) -> tuple[str, ...]:
-    """The op names of one family of ops.yaml (`core` or one of FAMILIES)."""
+    """The op names of one family of ops.yaml (one of FAMILIES)."""
     return tuple(_CATALOG["families"][family])
 
 

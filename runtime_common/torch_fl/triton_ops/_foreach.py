@@ -3,7 +3,7 @@
 Without these kernels a foreach op decomposes into one pointwise op per tensor: SGD with
 momentum on ResNet-50 makes ~480 Triton launches a step, each paying the host cost of
 an op. Here one call computes every tensor of its lists, element by element, exactly as
-the per-tensor op would (same preparation: `_impl`'s type promotion and op choice), in
+the per-tensor op would (same preparation: `_pointwise`'s type promotion and op choice), in
 one launch of `foreach_pointwise_kernel` per group of tensors that share dtypes and
 operand kinds. The kernel reads a table (one row per chunk of a tensor: output
 pointer, operand pointers or immediate scalars, element range) from device memory; the
@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from . import Unsupported
-from . import _impl
+from . import _pointwise
 from . import _kernels as K
 from . import _launch
 from . import family_ops
@@ -116,7 +116,7 @@ def foreach_pointwise_kernel(table, P0, P1, P2, OP: tl.constexpr, NIN: tl.conste
 
 
 # ------------------------------------------------------------ element ops --
-# foreach name -> per overload: (the per-tensor op whose preparation _impl registered,
+# foreach name -> per overload: (the per-tensor op whose preparation _pointwise.POINTWISE has,
 # the torch function a tensor falls back to).
 def _same(prep_key: str, function: str, overloads=("List", "Scalar", "ScalarList", "Tensor")) -> dict:
     return {overload: (prep_key, function) for overload in overloads}
@@ -427,7 +427,7 @@ def _make(op_name: str) -> Callable:
             _run(_prep_copy, [((self[i], src[i]), {}) for i in range(n)], self, True, "copy")
         return copy_
     prep_key, function = _ELEMENT[name][overload or None]
-    prep = _impl.POINTWISE[prep_key].prep
+    prep = _pointwise.POINTWISE[prep_key].prep
 
     def kernel(*args, **kwargs):
         like, rows = _rows(name, overload or None, args, kwargs)

@@ -56,7 +56,7 @@ PW_OPS = (
     # ternary / quaternary (add/sub take alpha as 3rd operand)
     "add_alpha", "sub_alpha", "where", "clamp", "lerp", "threshold_backward",
     "addcmul", "addcdiv", "mul_scale",
-    # inverse trig/hyperbolic and special functions (special ones run in fp64: see _impl)
+    # inverse trig/hyperbolic and special functions (special ones run in fp64: see _pointwise)
     "acos", "asin", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "erfc", "erfinv",
     "lgamma", "digamma", "trigamma", "polygamma", "frac", "sinc", "angle", "erfcx", "log_ndtr",
     "ndtri", "entr", "isnan", "isposinf", "isneginf", "signbit", "nan_to_num", "round_decimals",

@@ -14,17 +14,13 @@ from typing import Callable
 
 import torch
 
-from . import _CATALOG, _FAMILY_OF
+from . import _FAMILY_OF, FAMILIES
 from ._common import CAPTURE, DTYPE_CODES, require_kernel_dtypes
 
 
-def module_name(family: str) -> str:
-    """The module holding a family's kernels (relative to the package)."""
-    return "._impl" if family == "core" else f"._{family}"
-
-
 def family_module(family: str) -> ModuleType:
-    return importlib.import_module(module_name(family), __package__)
+    """The module holding a family's kernels: `_<family>.py`."""
+    return importlib.import_module(f"._{family}", __package__)
 
 
 def kernel(op_name: str) -> Callable:
@@ -34,7 +30,7 @@ def kernel(op_name: str) -> Callable:
 
 def all_kernels() -> dict[str, dict[str, Callable]]:
     """family -> its module's `KERNELS` (imports every family module)."""
-    return {family: family_module(family).KERNELS for family in _CATALOG["families"]}
+    return {family: family_module(family).KERNELS for family in FAMILIES}
 
 
 def _signature(op_name):
