@@ -52,3 +52,23 @@ def test_kernel_for_resolves_every_op():
         assert callable(fn) and fn.__name__ == "triton_" + op.replace(".", "_")
     with pytest.raises(KeyError):
         tops.kernel_for("nonexistent.op")
+
+
+@needs_triton
+def test_op_ids_written_out_once_with_one_branch_each():
+    """Each pointwise op id is a constant of its own in _kernels.py (`OP_GELU = tl.constexpr(..)`,
+    found by grep), ids are distinct, and each has exactly one branch among the group functions
+    _apply dispatches to; likewise the reductions' R_* ids in reduce_kernel."""
+    import re
+
+    from torch_fl.triton_ops import _kernels as K
+
+    src = open(K.__file__).read()
+    assert len(set(K.OP_ID.values())) == len(K.OP_ID) > 100
+    for name, op_id in K.OP_ID.items():
+        const = "OP_" + name.upper()
+        assert re.findall(rf"^{const} = tl\.constexpr\((\d+)\)$", src, re.M) == [str(op_id)], const
+        assert len(re.findall(rf"\bOP == {const}:", src)) == 1, const
+    assert len(set(K.RED_ID.values())) == len(K.RED_ID) == 16
+    for name, op_id in K.RED_ID.items():
+        assert re.findall(rf"^R_{name.upper()} = tl\.constexpr\((\d+)\)$", src, re.M) == [str(op_id)]
