@@ -173,7 +173,7 @@ def operand(v, device) -> torch.Tensor:
     return v
 
 
-# --------------------------------------------------------- pointwise core --
+# ------------------------------------------------------- pointwise launch --
 def launch_pointwise(op: str, out: torch.Tensor, inputs, cdt: int, params=()) -> torch.Tensor:
     """out = op(*inputs) elementwise; inputs are broadcast (by strides) to out's shape.
     `params` (up to 3 Python numbers) are the op's scalar parameters, passed exactly."""

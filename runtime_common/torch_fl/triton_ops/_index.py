@@ -6,7 +6,7 @@ signature (see the package README).
 Layouts: scans and sorts move the dim last and pack rows into a contiguous buffer of
 the compute dtype (one program per row, `_common.rows_last`); scatter-like ops iterate
 over the index (or source) shape in up to 6 dims, the scattered dim replaced by the
-index value, like the core's `index_kernel`.
+index value, like `_kernels.index_kernel` (the `gather` family's).
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from . import _FAMILY_OF, FAMILIES
+from . import FAMILIES, _FAMILY_OF
 from ._common import CAPTURE, DTYPE_CODES, require_kernel_dtypes
 
 
