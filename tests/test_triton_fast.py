@@ -39,7 +39,7 @@ class _Compiled:
 
 
 def _launch(kernel, values, numel_index=3):
-    from torch_fl.triton_ops._impl import DenseLaunch
+    from torch_fl.triton_ops._common import DenseLaunch
 
     return DenseLaunch(kernel, values, numel_index, 1024)
 
@@ -91,7 +91,7 @@ def test_recording_takes_a_call_with_one_dense_launch_only():
     """The mirror op's kernel records a call that made exactly one dense launch; a call
     with a second launch, a strided launch (None) or none records nothing, and a call
     nested in a collecting caller spoils the caller's recording."""
-    from torch_fl.triton_ops import _impl
+    from torch_fl.triton_ops import _common
 
     out, a = torch.empty(4), torch.ones(4)
     kernel = _Compiled(SIGNATURE)
@@ -99,7 +99,7 @@ def test_recording_takes_a_call_with_one_dense_launch_only():
     def making(*launches):
         def run(x):
             for launch in launches:
-                _impl.CAPTURE.launches.append(launch)
+                _common.CAPTURE.launches.append(launch)
             return out
         return run
 
@@ -108,15 +108,15 @@ def test_recording_takes_a_call_with_one_dense_launch_only():
         backend = _Backend()
         assert _triton_fast._recording(making(*launches), ["self"], False, backend)(x) is out
         assert len(backend.records) == recorded, launches
-        assert _impl.CAPTURE.launches is None
+        assert _common.CAPTURE.launches is None
     backend = _Backend()
     nested = _triton_fast._recording(making(one), ["self"], False, backend)
     outer_launches = []
-    _impl.CAPTURE.launches = outer_launches
+    _common.CAPTURE.launches = outer_launches
     try:
         nested(x)
     finally:
-        _impl.CAPTURE.launches = None
+        _common.CAPTURE.launches = None
     assert outer_launches == [None] and len(backend.records) == 1
     backend = _Backend()
     assert out is _triton_fast._recording(making(one), ["self"], False, backend)(x)
@@ -179,7 +179,7 @@ import ctypes, json, os
 import torch
 import torch_fl_npu
 from torch_fl import _triton_fast
-from torch_fl.triton_ops import _impl
+from torch_fl.triton_ops import _common
 
 C = torch_fl_npu._C
 driver = ctypes.CDLL(os.path.join(os.environ["STAND_IN_DIR"], "libcuda.so.1"))
@@ -202,10 +202,10 @@ def kernel_of(op):
         if alpha == 1 and a.is_contiguous() and b.is_contiguous():  # as launch_pointwise's dense branch
             values = (out, a, b, out, out, out.numel(), 0, 0, 0, 0, 7, 0, 0)
             # sub.Tensor misstates the count's type: the driver's parameter sizes refuse its recording
-            launch = _impl.DenseLaunch(Compiled("i64" if op == "sub.Tensor" else "i32"), values, 5, 1024)
+            launch = _common.DenseLaunch(Compiled("i64" if op == "sub.Tensor" else "i32"), values, 5, 1024)
         else:
             launch = None  # the strided kernel, or another op: not replayed
-        _impl.CAPTURE.launches.append(launch)
+        _common.CAPTURE.launches.append(launch)
         return out
     return run
 

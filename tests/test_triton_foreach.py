@@ -198,12 +198,12 @@ def test_rows_run_in_order_when_lists_alias(name):
 def test_one_launch_per_call_and_cached_table(monkeypatch):
     """Contiguous lists never take the per-tensor launch, and a second call with the same
     tensors reuses the uploaded table."""
-    from torch_fl.triton_ops import _foreach, _impl
+    from torch_fl.triton_ops import _foreach
 
     def per_tensor(*args, **kwargs):
         raise AssertionError("a contiguous list took the per-tensor launch")
 
-    monkeypatch.setattr(_impl, "launch_pointwise", per_tensor)
+    monkeypatch.setattr(_foreach, "launch_pointwise", per_tensor)
     launches = []
     kernel = _foreach.foreach_pointwise_kernel
     monkeypatch.setattr(_foreach, "foreach_pointwise_kernel",

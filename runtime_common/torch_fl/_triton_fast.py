@@ -10,7 +10,7 @@ contiguity, 16-byte alignment, scalar values, the element count's specialisation
 replays, for a key seen before, the launch the Python kernel made for it. A call with a
 new key goes to the Python kernel, registered under a mirror op with the same schema
 (`torchfl_<chip>_triton::<op>`); when that call was one dense launch
-(`_impl.launch_pointwise`), the launch is recorded for the key: which parameter is which
+(`_common.launch_pointwise`), the launch is recorded for the key: which parameter is which
 argument's data pointer, the output's, the element count, or a constant.
 
 `TORCHFL_TRITON_CPP_LAUNCH=0` turns it off (every call takes the Python kernel). Replays
@@ -35,10 +35,10 @@ _INT_BYTES = {"i1": 1, "i8": 1, "u1": 1, "u8": 1, "i16": 2, "u16": 2, "i32": 4, 
 def replayable(op: str) -> bool:
     """Ops whose whole Python kernel is the pointwise preparation and one launch (their
     functional and in-place variants; `out=` variants may resize their output)."""
-    from .triton_ops import _impl
+    from .triton_ops import _pointwise
 
-    entry = _impl._POINTWISE.get(op)
-    return entry is not None and entry[1] in ("func", "inplace")
+    entry = _pointwise.POINTWISE.get(op)
+    return entry is not None and entry.mode in ("func", "inplace")
 
 
 def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Callable]):
@@ -56,7 +56,7 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
         return set(), [], why
     import torch
 
-    from .triton_ops import _impl
+    from .triton_ops import _pointwise
 
     namespace = f"torchfl_{chip}_triton"
     definitions = torch.library.Library(namespace, "DEF")
@@ -73,7 +73,7 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
         mirror = op.replace(".", "_")
         definitions.define(mirror + text[len(prefix) - 1:])
         arg_names = [argument.name for argument in schema.arguments]
-        inplace = _impl._POINTWISE[op][1] == "inplace"
+        inplace = _pointwise.POINTWISE[op].mode == "inplace"
         implementations.impl(mirror, _recording(kernel_of(op), arg_names, inplace, backend), "PrivateUse1")
         backend._register_fast_triton_op(name, overload, f"{namespace}::{mirror}")
         fronted.add(op)
@@ -84,9 +84,8 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
 def _recording(kernel: Callable, arg_names: list[str], inplace: bool, backend) -> Callable:
     """The mirror op's kernel: `kernel`, recording its launch for the C++ kernel's replay
     when it made exactly one dense launch."""
-    from .triton_ops import _impl
+    from .triton_ops._common import CAPTURE as capture
 
-    capture = _impl.CAPTURE
     positions = {name: i for i, name in enumerate(arg_names)}
 
     def run(*args, **kwargs):

@@ -86,7 +86,7 @@ def _check_scalar(t: torch.Tensor, what: str, dtype: torch.dtype, device: torch.
 def non_finite_check_and_unscale_(grads, found_inf: torch.Tensor, inv_scale: torch.Tensor) -> None:
     """aten::_amp_foreach_non_finite_check_and_unscale_: grads *= inv_scale; found_inf = 1.0 if
     any gradient holds an inf or NaN (found_inf is never reset here, as on CUDA)."""
-    from .triton_ops import _impl as I
+    from .triton_ops._common import compute_code, contig, copy_into, dtype_code
 
     unscale_kernel, _ = _build_kernels()
     _check_scalar(found_inf, "found_inf", torch.float32, inv_scale.device)
@@ -100,17 +100,17 @@ def non_finite_check_and_unscale_(grads, found_inf: torch.Tensor, inv_scale: tor
         if n == 0:
             continue
         # Work on a dense copy when the gradient is a strided view; copy back after.
-        dense = g if g.is_contiguous() else I._contig(g)
-        unscale_kernel[(triton_cdiv(n, _BLOCK),)](dense, n, inv_scale, found_inf, ODT=I._odt(g.dtype),
-                                                  CDT=I._cdt(g.dtype), BLOCK=_BLOCK)
+        dense = g if g.is_contiguous() else contig(g)
+        unscale_kernel[(triton_cdiv(n, _BLOCK),)](dense, n, inv_scale, found_inf, ODT=dtype_code(g.dtype),
+                                                  CDT=compute_code(g.dtype), BLOCK=_BLOCK)
         if dense is not g:
-            I.copy_into(g, dense)
+            copy_into(g, dense)
 
 
 def update_scale_(scale: torch.Tensor, growth_tracker: torch.Tensor, found_inf: torch.Tensor,
                   scale_growth_factor: float, scale_backoff_factor: float, growth_interval: int) -> torch.Tensor:
     """aten::_amp_update_scale_: back off after an inf step, grow after `growth_interval` clean ones."""
-    from .triton_ops import _impl as I
+    from .triton_ops._common import fill_into
 
     _, update_scale_kernel = _build_kernels()
     device = scale.device
@@ -119,8 +119,8 @@ def update_scale_(scale: torch.Tensor, growth_tracker: torch.Tensor, found_inf: 
     _check_scalar(found_inf, "found_inf", torch.float32, device)
     # The factors go in as float64 on the device: Python floats reach a kernel as float32.
     factors = torch.empty(2, dtype=torch.float64, device=device)
-    I.fill_into(factors[0], float(scale_growth_factor))
-    I.fill_into(factors[1], float(scale_backoff_factor))
+    fill_into(factors[0], float(scale_growth_factor))
+    fill_into(factors[1], float(scale_backoff_factor))
     update_scale_kernel[(1,)](scale, growth_tracker, found_inf, factors, int(growth_interval))
     return scale
 

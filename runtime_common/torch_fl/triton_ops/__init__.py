@@ -10,9 +10,12 @@ Importing this package never imports triton; `available()` says whether the
 kernels can run here. See README.md for the mechanism and the interpreter's limits.
 
 The library is split into families, listed with their op names in `ops.yaml` (data the
-generator reads too): the core (`_impl.py`: pointwise, reductions, softmax, norms, matmul,
-basic indexing) and one module per further family, `_<family>.py` (its kernels; a `KERNELS`
-dict op name -> function).
+generator reads too); family `<f>`'s kernels are in `_<f>.py` (`_pointwise`, `_reductions`,
+`_softmax_norm`, `_matmul`, `_gather`, `_creation`, `_index`, `_nn`, `_linalg`, ...), whose
+`KERNELS` dict (op name -> function) is built at the module's end. `kernel_for` resolves an
+op through one mapping, op -> family (from ops.yaml), and `_registry`, which imports that
+family's module and wraps its `KERNELS` entry. Shared machinery is in `_common.py`, the
+Triton kernels most families share in `_kernels.py`.
 """
 from __future__ import annotations
 
@@ -39,17 +42,18 @@ def _read_catalog() -> dict:
 
 
 _CATALOG = _read_catalog()
-# Families beside the core, in the order their ops are listed.
-FAMILIES: tuple[str, ...] = tuple(f for f in _CATALOG["families"] if f != "core")
+# Every family, in the order their ops are listed.
+FAMILIES: tuple[str, ...] = tuple(_CATALOG["families"])
 
 
 def family_ops(family: str) -> tuple[str, ...]:
-    """The op names of one family of ops.yaml (`core` or one of FAMILIES)."""
+    """The op names of one family of ops.yaml (one of FAMILIES)."""
     return tuple(_CATALOG["families"][family])
 
 
-_FAMILY_OF: dict[str, str] = {op: family for family in FAMILIES for op in family_ops(family)}
 SUPPORTED_OPS: tuple[str, ...] = tuple(op for ops in _CATALOG["families"].values() for op in ops)
+# The one mapping kernel_for resolves through: op -> its family (whose module's KERNELS has it).
+_FAMILY_OF: dict[str, str] = {op: family for family, ops in _CATALOG["families"].items() for op in ops}
 COMPILED_ONLY: frozenset[str] = frozenset(op for f in _CATALOG["compiled_only"] for op in family_ops(f))
 
 
@@ -72,29 +76,23 @@ def available() -> bool:
 
 def kernel_for(op_name: str) -> Callable:
     """The Triton-backed implementation of aten `op_name` (an entry of SUPPORTED_OPS)."""
-    if op_name not in _SUPPORTED_SET:
+    if op_name not in _FAMILY_OF:
         raise KeyError(f"torch_fl.triton_ops has no kernel for aten::{op_name}")
-    from . import _impl
+    from ._registry import kernel
 
-    family = _FAMILY_OF.get(op_name)
-    if family is None:
-        return _impl.make_kernel(op_name)
-    module = importlib.import_module(f"._{family}", __name__)
-    return _impl.wrap_kernel(op_name, module.KERNELS[op_name])
+    return kernel(op_name)
 
 
 def copy_into(dst, src):
     """Strided -> strided copy with dtype conversion (src broadcast to dst); returns dst."""
-    from . import _impl
+    from . import _common
 
-    return _impl.copy_into(dst, src)
+    return _common.copy_into(dst, src)
 
 
 def fill_into(dst, value):
     """Fill a strided tensor with a Python scalar (exact for float64/int64); returns dst."""
-    from . import _impl
+    from . import _common
 
-    return _impl.fill_into(dst, value)
+    return _common.fill_into(dst, value)
 
-
-_SUPPORTED_SET = frozenset(SUPPORTED_OPS)

@@ -18,9 +18,10 @@ import triton
 import triton.language as tl
 
 from . import Unsupported
-from . import _impl as I
 from . import _kernels as K
 from . import _launch
+from ._common import (cdiv, compute_code, copy_into, dtype_code, launch_pointwise, next_power_of_2, resize_out,
+                      scalar_bits)
 
 _COMPLEX_OF = {torch.float32: torch.complex64, torch.float64: torch.complex128}
 _REAL_OF = {torch.complex64: torch.float32, torch.complex128: torch.float64}
@@ -116,11 +117,11 @@ def _dft(x: torch.Tensor, dim: int, nout: int, nsig: int, sign: int, scale: floa
     if m and nout:
         xv, (sxm, sxj), sxc = _float_view(rows)
         ov, (som, sok), soc = _float_view(out)
-        bm, bk, bj = 16, min(max(I.next_power_of_2(nout), 16), 32), 16
-        grid = (I.cdiv(m, bm), I.cdiv(nout, bk))
+        bm, bk, bj = 16, min(max(next_power_of_2(nout), 16), 32), 16
+        grid = (cdiv(m, bm), cdiv(nout, bk))
         dft_kernel[grid](xv, ov, m, nsum, nout, max(nsig, 1), sxm, sxj, sxc, som, sok, soc,
-                         I._bits(scale, torch.float64)[0], SIGN=sign, X_COMPLEX=rows.is_complex(),
-                         CONJ_IN=conj, HERMITIAN=hermitian, REAL_OUT=real_out, ODT=I._odt(real),
+                         scalar_bits(scale, torch.float64)[0], SIGN=sign, X_COMPLEX=rows.is_complex(),
+                         CONJ_IN=conj, HERMITIAN=hermitian, REAL_OUT=real_out, ODT=dtype_code(real),
                          BM=bm, BK=bk, BJ=bj)
     shape[-1] = nout
     return out.view(shape).movedim(-1, dim)
@@ -139,12 +140,12 @@ def _norm_dims(dim, ndim):
 def _finish(result: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
     """A contiguous result (or the filled out= tensor)."""
     target = torch.empty(result.shape, dtype=result.dtype, device=result.device) if out is None \
-        else I._resize_out(out, result.shape)
+        else resize_out(out, result.shape)
     if result.numel():
         if result.is_complex():
-            I.copy_into(torch.view_as_real(target), torch.view_as_real(result))
+            copy_into(torch.view_as_real(target), torch.view_as_real(result))
         else:
-            I.copy_into(target, result)
+            copy_into(target, result)
     return target
 
 
@@ -195,19 +196,19 @@ def fft_c2r(self, dim, normalization, last_dim_size, *, out=None):
 
 
 def conj_physical_out(self, *, out):
-    I._resize_out(out, self.shape)
+    resize_out(out, self.shape)
     if not self.is_complex():
-        return I.copy_into(out, self)
+        return copy_into(out, self)
     src = self._conj() if self.is_conj() else self  # the stored values; a conj bit cancels one negation
     if src.is_neg():
         raise Unsupported("a negative-bit complex view")
     if self.numel():
         sv, ov = torch.view_as_real(src), torch.view_as_real(out)
-        I.copy_into(ov[..., 0], sv[..., 0])
+        copy_into(ov[..., 0], sv[..., 0])
         if self.is_conj():
-            I.copy_into(ov[..., 1], sv[..., 1])
+            copy_into(ov[..., 1], sv[..., 1])
         else:
-            I.launch_pointwise("neg", ov[..., 1], [sv[..., 1]], I._cdt(sv.dtype))
+            launch_pointwise("neg", ov[..., 1], [sv[..., 1]], compute_code(sv.dtype))
     return out
 
 

@@ -3,7 +3,7 @@
 Without these kernels a foreach op decomposes into one pointwise op per tensor: SGD with
 momentum on ResNet-50 makes ~480 Triton launches a step, each paying the host cost of
 an op. Here one call computes every tensor of its lists, element by element, exactly as
-the per-tensor op would (same preparation: `_impl`'s type promotion and op choice), in
+the per-tensor op would (same preparation: `_pointwise`'s type promotion and op choice), in
 one launch of `foreach_pointwise_kernel` per group of tensors that share dtypes and
 operand kinds. The kernel reads a table (one row per chunk of a tensor: output
 pointer, operand pointers or immediate scalars, element range) from device memory; the
@@ -27,10 +27,12 @@ import triton
 import triton.language as tl
 
 from . import Unsupported
-from . import _impl as I
+from . import _pointwise
 from . import _kernels as K
 from . import _launch
 from . import family_ops
+from ._common import (FILLS, compute_code, dense_operands, dtype_code, empty, fill_into, launch_pointwise, scalar_bits,
+                      shape_of)
 
 OPS = family_ops("foreach")
 from ._kernels import BF16, F16, F32, F64, I8, I16, I32, I64, U8, _apply, _dense_operand, _to_cdt, _to_odt
@@ -114,7 +116,7 @@ def foreach_pointwise_kernel(table, P0, P1, P2, OP: tl.constexpr, NIN: tl.conste
 
 
 # ------------------------------------------------------------ element ops --
-# foreach name -> per overload: (the per-tensor op whose preparation _impl registered,
+# foreach name -> per overload: (the per-tensor op whose preparation _pointwise.POINTWISE has,
 # the torch function a tensor falls back to).
 def _same(prep_key: str, function: str, overloads=("List", "Scalar", "ScalarList", "Tensor")) -> dict:
     return {overload: (prep_key, function) for overload in overloads}
@@ -141,11 +143,11 @@ _ELEMENT: dict[str, dict] = {
 
 
 def _prep_zero(self):
-    return "copy", [0], self.dtype, I._cdt(self.dtype)
+    return "copy", [0], self.dtype, compute_code(self.dtype)
 
 
 def _prep_copy(self, src):
-    return "copy", [src], self.dtype, I._cdt(src.dtype)
+    return "copy", [src], self.dtype, compute_code(src.dtype)
 
 
 def _check_lengths(*lists) -> int:
@@ -228,7 +230,7 @@ def _launch_groups(groups: dict, device: torch.device) -> None:
         nin = len(kinds)
         kinds = kinds + (0,) * (4 - nin)
         dtypes = dtypes + (0,) * (4 - nin)
-        bits = [I._bits(float(v), torch.float64)[0] for v in params] + [0] * (3 - len(params))
+        bits = [scalar_bits(float(v), torch.float64)[0] for v in params] + [0] * (3 - len(params))
         foreach_pointwise_kernel[(rows,)](
             table, *bits, OP=K.OP_ID[op], NIN=nin, CDT=cdt, ODT=odt, DA=dtypes[0], DB=dtypes[1], DC=dtypes[2],
             DD=dtypes[3], KA=kinds[0], KB=kinds[1], KC=kinds[2], KD=kinds[3], BLOCK=_BLOCK)
@@ -353,7 +355,7 @@ class _Template:
         if self.inplace:
             out = lead  # one of the per-row tensors checked above (_run's rows pass it)
         else:
-            out = I._empty(shape, self.out_dtype, device)
+            out = empty(shape, self.out_dtype, device)
         slots = self.slots[:]
         for k, j in self.per_row_slots:
             slots[k] = values[j].data_ptr()
@@ -373,7 +375,7 @@ def _row(prep, pos, kw, lead, inplace, function, device, table, groups):
     try:
         op, operands, rdt, cdt, *params = prep(*pos, **kw)
         params = tuple(params[0]) if params else ()
-        shape = I._shape_of(operands if not inplace else [lead, *operands])
+        shape = shape_of(operands if not inplace else [lead, *operands])
         if inplace:
             out = lead
             if tuple(shape) != tuple(out.shape):
@@ -382,21 +384,21 @@ def _row(prep, pos, kw, lead, inplace, function, device, table, groups):
             if not torch.can_cast(rdt, out.dtype):
                 raise RuntimeError(f"result type {rdt} can't be cast to the desired output type {out.dtype}")
         else:
-            out = I._empty(shape, rdt, device)
-        if op in I._FILLS:
+            out = empty(shape, rdt, device)
+        if op in FILLS:
             _launch_groups(groups, device)
-            I.fill_into(out, I._FILLS[op])
+            fill_into(out, FILLS[op])
             return out, None, None
-        dense = I._dense_operands(out, operands) if table and out.numel() else None
+        dense = dense_operands(out, operands) if table and out.numel() else None
         if dense is not None and out.dtype in _POINTER_DTYPES and all(
                 k > 1 or p.dtype in _POINTER_DTYPES for p, k in zip(dense[0], dense[2])):
             kinds = tuple(dense[2])
-            dtypes = tuple(I._odt(p.dtype) if k <= 1 else 0 for p, k in zip(dense[0], kinds))
-            group = groups.setdefault((op, cdt, I._odt(out.dtype), kinds, dtypes, params), [])
+            dtypes = tuple(dtype_code(p.dtype) if k <= 1 else 0 for p, k in zip(dense[0], kinds))
+            group = groups.setdefault((op, cdt, dtype_code(out.dtype), kinds, dtypes, params), [])
             _add_rows(group, out, dense)
             return out, group, dense
         _launch_groups(groups, device)
-        I.launch_pointwise(op, out, operands, cdt, params)
+        launch_pointwise(op, out, operands, cdt, params)
         return out, None, None
     except Unsupported:
         _launch_groups(groups, device)
@@ -425,7 +427,7 @@ def _make(op_name: str) -> Callable:
             _run(_prep_copy, [((self[i], src[i]), {}) for i in range(n)], self, True, "copy")
         return copy_
     prep_key, function = _ELEMENT[name][overload or None]
-    prep = I._POINTWISE[prep_key][0]
+    prep = _pointwise.POINTWISE[prep_key].prep
 
     def kernel(*args, **kwargs):
         like, rows = _rows(name, overload or None, args, kwargs)

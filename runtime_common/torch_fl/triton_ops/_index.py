@@ -4,9 +4,9 @@
 signature (see the package README).
 
 Layouts: scans and sorts move the dim last and pack rows into a contiguous buffer of
-the compute dtype (one program per row, `_impl._rows_last`); scatter-like ops iterate
+the compute dtype (one program per row, `_common.rows_last`); scatter-like ops iterate
 over the index (or source) shape in up to 6 dims, the scattered dim replaced by the
-index value, like the core's `index_kernel`.
+index value, like `_kernels.index_kernel` (the `gather` family's).
 """
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ import triton
 import triton.language as tl
 
 from . import Unsupported
-from . import _impl as I
 from . import _kernels as K
 from . import _launch
+from ._common import (DTYPE_CODES, acc_dtype, atleast1d, cdiv, compute_code, compute_dtype, contig, copy_into,
+                      dtype_code, empty, fill_into, is_float, launch_pointwise, next_power_of_2, operand, promote,
+                      resize_out, rows_last)
 
 _BLOCK = 1024
 _SORT_MAX = 1 << 14  # rank-by-counting is O(K^2) per row: longer rows go to the next step
@@ -389,7 +391,7 @@ def searchsorted_kernel(seq, sorter, x, out, N, M, L, SEQ_ROWS, STEPS, RIGHT: tl
 
 # ---------------------------------------------------------------- helpers --
 def _launch_grid(n):
-    return (I.cdiv(n, _BLOCK),)
+    return (cdiv(n, _BLOCK),)
 
 
 def _iter6(shape, strides_list):
@@ -409,25 +411,25 @@ def _scatter_launch(src, idx, out, it_shape, src_st, idx_st, dim, add=False):
         return out
     pad, sh, sts = _iter6(it_shape, [src_st, idx_st, out.stride()])
     scatter_kernel[_launch_grid(n)](src, idx, out, n, *sh, *sts[0], *sts[1], *sts[2], out.shape[dim],
-                                    DIM=dim + pad, ADD=add, ODT=I._odt(out.dtype), BLOCK=_BLOCK)
+                                    DIM=dim + pad, ADD=add, ODT=dtype_code(out.dtype), BLOCK=_BLOCK)
     return out
 
 
 def _into_out(self, out):
     """`out` holds a copy of `self` (nothing to do when out is self, the in-place case)."""
     if out is None:
-        out = I._empty(self.shape, self.dtype, self.device)
+        out = empty(self.shape, self.dtype, self.device)
     else:
-        I._resize_out(out, self.shape)
+        resize_out(out, self.shape)
     if out.data_ptr() != self.data_ptr() or out.stride() != self.stride():
-        I.copy_into(out, self)
+        copy_into(out, self)
     return out
 
 
 def _value_tensor(value, dtype, device):
     if isinstance(value, torch.Tensor):
-        return I.copy_into(I._empty((), dtype, device), value)
-    return I.fill_into(I._empty((), dtype, device), value)
+        return copy_into(empty((), dtype, device), value)
+    return fill_into(empty((), dtype, device), value)
 
 
 # ------------------------------------------------------------ flip / roll --
@@ -436,12 +438,12 @@ def flip(self, dims):
     flips = {d % max(nd, 1) for d in dims}
     if self.is_complex():  # Triton has no complex types: flip the (real, imag) pairs as units
         return torch.view_as_complex(flip(torch.view_as_real(self), sorted(flips) if nd else []))
-    out = I._empty(self.shape, self.dtype, self.device)
+    out = empty(self.shape, self.dtype, self.device)
     n = self.numel()
     if n == 0:
         return out
     if nd == 0:
-        return I.copy_into(out, self)
+        return copy_into(out, self)
     st = list(self.stride())
     base = 0
     for d in flips:
@@ -457,24 +459,24 @@ def roll(self, shifts, dims=()):
     if not dims:
         if len(shifts) != 1:
             raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims: 0")
-        flat = I._contig(self).view(-1)
+        flat = contig(self).view(-1)
         return roll(flat, shifts, [0]).view(self.shape)
     if len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims: {len(dims)}")
     src = self
     for s, d in zip(shifts, dims):
         d = d % max(self.dim(), 1)
-        out = I._empty(self.shape, self.dtype, self.device)
+        out = empty(self.shape, self.dtype, self.device)
         size = self.shape[d] if self.dim() else 1
         if size == 0 or self.dim() == 0:
-            I.copy_into(out, src)
+            copy_into(out, src)
         else:
             k = s % size
             # out[k:] = src[:size-k], out[:k] = src[size-k:]
             if size - k:
-                I.copy_into(out.narrow(d, k, size - k), src.narrow(d, 0, size - k))
+                copy_into(out.narrow(d, k, size - k), src.narrow(d, 0, size - k))
             if k:
-                I.copy_into(out.narrow(d, 0, k), src.narrow(d, size - k, k))
+                copy_into(out.narrow(d, 0, k), src.narrow(d, size - k, k))
         src = out
     return src
 
@@ -484,14 +486,14 @@ def _scatter_impl(self, dim, index, src, out, value=None):
     out = _into_out(self, out)
     if index.numel() == 0:
         return out
-    o = I._atleast1d(out)
+    o = atleast1d(out)
     dim = dim % o.dim()
-    ix = I._atleast1d(index)
+    ix = atleast1d(index)
     if value is not None:
         s = _value_tensor(value, out.dtype, out.device)
         s_st = [0] * ix.dim()
     else:
-        s = I._atleast1d(src)
+        s = atleast1d(src)
         s_st = s.stride()
     _scatter_launch(s, ix, o, ix.shape, s_st, ix.stride(), dim)
     return out
@@ -525,30 +527,30 @@ def scatter_value_out(self, dim, index, value, *, out):
 def _index_dim_launch(src, index, out, dim, it_shape, src_st, add):
     """Iterate over it_shape (out's shape with it_shape[dim] = len(index)); the index
     is read along `dim` only."""
-    ix = I._atleast1d(index)
+    ix = atleast1d(index)
     ist = [0] * len(it_shape)
     ist[dim] = ix.stride(0)
     return _scatter_launch(src, ix, out, it_shape, src_st, ist, dim, add=add)
 
 
 def _index_add_impl(self, dim, index, source, alpha, out):
-    x = I._atleast1d(self)
+    x = atleast1d(self)
     dim = dim % x.dim()
-    acc_dt = I._acc_dtype(self.dtype)
-    acc = I.copy_into(I._empty(x.shape, acc_dt, self.device), x)
-    s = I._atleast1d(source)
+    acc_dt = acc_dtype(self.dtype)
+    acc = copy_into(empty(x.shape, acc_dt, self.device), x)
+    s = atleast1d(source)
     if alpha != 1:
-        s = I.launch_pointwise("mul", I._empty(s.shape, acc_dt, self.device), [s, alpha], I._cdt(acc_dt))
+        s = launch_pointwise("mul", empty(s.shape, acc_dt, self.device), [s, alpha], compute_code(acc_dt))
     it = list(x.shape)
-    it[dim] = I._atleast1d(index).numel()
+    it[dim] = atleast1d(index).numel()
     if s.dim() != len(it):
         s = s.view(it)
     _index_dim_launch(s, index, acc, dim, it, s.stride(), True)
     if out is None:
-        out = I._empty(self.shape, self.dtype, self.device)
+        out = empty(self.shape, self.dtype, self.device)
     else:
-        I._resize_out(out, self.shape)
-    return I.copy_into(out, acc.view(self.shape))
+        resize_out(out, self.shape)
+    return copy_into(out, acc.view(self.shape))
 
 
 def index_add(self, dim, index, source, *, alpha=1):
@@ -565,11 +567,11 @@ def index_add_out(self, dim, index, source, *, alpha=1, out):
 
 def _index_copy_impl(self, dim, index, source, out):
     out = _into_out(self, out)
-    o = I._atleast1d(out)
+    o = atleast1d(out)
     dim = dim % o.dim()
     it = list(o.shape)
-    it[dim] = I._atleast1d(index).numel()
-    s = I._atleast1d(source)
+    it[dim] = atleast1d(index).numel()
+    s = atleast1d(source)
     if s.dim() != len(it):
         s = s.view(it)
     _index_dim_launch(s, index, o, dim, it, s.stride(), False)
@@ -591,10 +593,10 @@ def index_copy_out(self, dim, index, source, *, out):
 def index_fill_(self, dim, index, value):
     if isinstance(value, torch.Tensor) and value.dim() != 0:
         raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with {value.dim()} dimension(s).")
-    o = I._atleast1d(self)
+    o = atleast1d(self)
     dim = dim % o.dim()
     it = list(o.shape)
-    it[dim] = I._atleast1d(index).numel()
+    it[dim] = atleast1d(index).numel()
     v = _value_tensor(value, self.dtype, self.device)
     _index_dim_launch(v, index, o, dim, it, [0] * len(it), False)
     return self
@@ -602,32 +604,32 @@ def index_fill_(self, dim, index, value):
 
 # ------------------------------------------------------------------ scans --
 def _scan_dtype(self, dtype):
-    rdt = dtype if dtype is not None else (torch.int64 if not I._is_float(self.dtype) else self.dtype)
-    I._odt(rdt)
+    rdt = dtype if dtype is not None else (torch.int64 if not is_float(self.dtype) else self.dtype)
+    dtype_code(rdt)
     # ATen's CPU scans accumulate floats in double (acc_type) and ints in int64.
-    cdt = torch.float64 if I._is_float(rdt) else torch.int64
+    cdt = torch.float64 if is_float(rdt) else torch.int64
     return rdt, cdt
 
 
 def _scan(self, dim, dtype, out, prod):
     rdt, cdt = _scan_dtype(self, dtype)
     if out is None:
-        out = I._empty(self.shape, rdt, self.device)
+        out = empty(self.shape, rdt, self.device)
     else:
-        I._resize_out(out, self.shape)
+        resize_out(out, self.shape)
     if self.numel() == 0:
         return out
-    xm, d = I._rows_last(self, dim)
-    buf = I._contig(xm, cdt)
-    res = I._empty(xm.shape, cdt, self.device)
+    xm, d = rows_last(self, dim)
+    buf = contig(xm, cdt)
+    res = empty(xm.shape, cdt, self.device)
     length = xm.shape[-1]
     rows = xm.numel() // length
-    block = min(max(I.next_power_of_2(length), 16), _BLOCK)
+    block = min(max(next_power_of_2(length), 16), _BLOCK)
     scan_kernel[(rows,)](buf, res, length, PROD=prod, BLOCK=block)
     res = res.movedim(-1, d)
     if self.dim() == 0:
         res = res.view(())
-    return I.copy_into(out, res)
+    return copy_into(out, res)
 
 
 def cumsum(self, dim, *, dtype=None):
@@ -656,35 +658,35 @@ def cumprod_(self, dim, *, dtype=None):
 
 # ----------------------------------------------------------------- sorting --
 def _sort_impl(self, dim, descending, values=None, indices=None):
-    if self.dtype not in I._DT:
+    if self.dtype not in DTYPE_CODES:
         raise Unsupported(f"sort of {self.dtype}")
-    xm, d = I._rows_last(self, dim)
+    xm, d = rows_last(self, dim)
     length = xm.shape[-1] if self.dim() else 1
     if length > _SORT_MAX:
         raise Unsupported(f"sort rows longer than {_SORT_MAX}")
     if values is None:
-        values = I._empty(self.shape, self.dtype, self.device)
+        values = empty(self.shape, self.dtype, self.device)
     else:
-        I._resize_out(values, self.shape)
+        resize_out(values, self.shape)
     if indices is None:
-        indices = I._empty(self.shape, torch.int64, self.device)
+        indices = empty(self.shape, torch.int64, self.device)
     else:
-        I._resize_out(indices, self.shape)
+        resize_out(indices, self.shape)
     if self.numel() == 0:
         return values, indices
-    cdt = I._cdt_torch(self.dtype)
-    buf = I.copy_into(I._empty(xm.shape, cdt, self.device), xm)
-    vbuf = I._empty(xm.shape, cdt, self.device)
-    ibuf = I._empty(xm.shape, torch.int64, self.device)
+    cdt = compute_dtype(self.dtype)
+    buf = copy_into(empty(xm.shape, cdt, self.device), xm)
+    vbuf = empty(xm.shape, cdt, self.device)
+    ibuf = empty(xm.shape, torch.int64, self.device)
     rows = xm.numel() // length
-    bi = min(max(I.next_power_of_2(length), 16), 64)
-    bj = min(max(I.next_power_of_2(length), 16), 128)
+    bi = min(max(next_power_of_2(length), 16), 64)
+    bj = min(max(next_power_of_2(length), 16), 128)
     sort_rank_kernel[(rows,)](buf, vbuf, ibuf, length, DESC=bool(descending), BI=bi, BJ=bj)
     vres, ires = vbuf.movedim(-1, d), ibuf.movedim(-1, d)
     if self.dim() == 0:
         vres, ires = vres.view(()), ires.view(())
-    I.copy_into(values, vres)
-    I.copy_into(indices, ires)
+    copy_into(values, vres)
+    copy_into(indices, ires)
     return values, indices
 
 
@@ -699,8 +701,8 @@ def sort_values_stable(self, *, stable, dim=-1, descending=False, values, indice
 # -------------------------------------------------------------- selection --
 def _prefix_count(flags_src, n, device):
     """(inclusive prefix count of non-zero elements of a flat contiguous tensor, total)."""
-    flags = I.launch_pointwise("ne", I._empty((n,), torch.int64, device), [flags_src, 0], I._cdt(flags_src.dtype))
-    cum = I._empty((n,), torch.int64, device)
+    flags = launch_pointwise("ne", empty((n,), torch.int64, device), [flags_src, 0], compute_code(flags_src.dtype))
+    cum = empty((n,), torch.int64, device)
     scan_kernel[(1,)](flags, cum, n, PROD=False, BLOCK=_BLOCK)
     return cum, int(cum[n - 1].item())  # the output size depends on the data: one host read
 
@@ -708,14 +710,14 @@ def _prefix_count(flags_src, n, device):
 def nonzero(self, *, out=None):
     nd = self.dim()
     n = self.numel()
-    flat = I._contig(self).view(-1) if n else None
+    flat = contig(self).view(-1) if n else None
     total = 0
     if n:
         cum, total = _prefix_count(flat, n, self.device)
     if out is None:
-        out = I._empty((total, nd), torch.int64, self.device)
+        out = empty((total, nd), torch.int64, self.device)
     else:
-        I._resize_out(out, (total, nd))
+        resize_out(out, (total, nd))
     if total == 0:
         return out
     inner = 1
@@ -737,12 +739,12 @@ def nonzero_static(self, *, size, fill_value=-1):
         raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got {size}")
     nd = self.dim()
     n = self.numel()
-    out = I.fill_into(I._empty((size, nd), torch.int64, self.device), fill_value)
+    out = fill_into(empty((size, nd), torch.int64, self.device), fill_value)
     if n == 0 or size == 0 or nd == 0:  # a 0-dim self has no coordinate columns
         return out
-    flat = I._contig(self).view(-1)
-    flags = I.launch_pointwise("ne", I._empty((n,), torch.int64, self.device), [flat, 0], I._cdt(flat.dtype))
-    cum = I._empty((n,), torch.int64, self.device)
+    flat = contig(self).view(-1)
+    flags = launch_pointwise("ne", empty((n,), torch.int64, self.device), [flat, 0], compute_code(flat.dtype))
+    cum = empty((n,), torch.int64, self.device)
     scan_kernel[(1,)](flags, cum, n, PROD=False, BLOCK=_BLOCK)
     inner = 1
     for d in range(nd - 1, -1, -1):
@@ -763,13 +765,13 @@ def masked_select(self, mask, *, out=None):
         n *= s
     total = 0
     if n:
-        x = I.copy_into(I._empty(shape, self.dtype, self.device), self.expand(shape)).view(-1)
-        mk = I.copy_into(I._empty(shape, torch.bool, self.device), mask.expand(shape)).view(-1)
+        x = copy_into(empty(shape, self.dtype, self.device), self.expand(shape)).view(-1)
+        mk = copy_into(empty(shape, torch.bool, self.device), mask.expand(shape)).view(-1)
         cum, total = _prefix_count(mk, n, self.device)
     if out is None:
-        out = I._empty((total,), self.dtype, self.device)
+        out = empty((total,), self.dtype, self.device)
     else:
-        I._resize_out(out, (total,))
+        resize_out(out, (total,))
     if total:
         compact_kernel[_launch_grid(n)](cum, x, out, n, 1, 1, out.stride(0), total, MODE=0, BLOCK=_BLOCK)
     return out
@@ -787,16 +789,16 @@ def masked_scatter_(self, mask, source):
     n = self.numel()
     if n == 0:
         return self
-    mk = I.copy_into(I._empty(self.shape, torch.bool, self.device), mask.expand(self.shape)).view(-1)
+    mk = copy_into(empty(self.shape, torch.bool, self.device), mask.expand(self.shape)).view(-1)
     cum, total = _prefix_count(mk, n, self.device)
     if total > source.numel():
         raise RuntimeError("masked_scatter: expected source to have at least as many elements as ones in mask")
     if total == 0:
         return self
-    buf = I.copy_into(I._empty(self.shape, self.dtype, self.device), self).view(-1)
-    src = I._contig(source).view(-1)
+    buf = copy_into(empty(self.shape, self.dtype, self.device), self).view(-1)
+    src = contig(source).view(-1)
     compact_kernel[_launch_grid(n)](cum, src, buf, n, 1, 1, 1, total, MODE=2, BLOCK=_BLOCK)
-    return I.copy_into(self, buf.view(self.shape))
+    return copy_into(self, buf.view(self.shape))
 
 
 # ------------------------------------------------------- advanced indexing --
@@ -807,8 +809,8 @@ def _index_plan(self, indices):
     ix = []
     for t in indices:
         if t is not None and t.dtype in (torch.bool, torch.uint8):
-            nz = nonzero(t if t.dtype == torch.bool else I.launch_pointwise(
-                "ne", I._empty(t.shape, torch.bool, t.device), [t, 0], I._cdt(t.dtype)))
+            nz = nonzero(t if t.dtype == torch.bool else launch_pointwise(
+                "ne", empty(t.shape, torch.bool, t.device), [t, 0], compute_code(t.dtype)))
             ix.extend(nz.select(1, k) for k in range(t.dim()))
         else:
             if t is not None and t.dtype not in (torch.int64, torch.int32):
@@ -819,15 +821,15 @@ def _index_plan(self, indices):
     ix += [None] * (self.dim() - len(ix))
     dims = [d for d, t in enumerate(ix) if t is not None]
     bshape = list(torch.broadcast_shapes(*[ix[d].shape for d in dims]))
-    off = I._empty(bshape, torch.int64, self.device)
-    tmp = I._empty(bshape, torch.int64, self.device)
+    off = empty(bshape, torch.int64, self.device)
+    tmp = empty(bshape, torch.int64, self.device)
     for k, d in enumerate(dims):
         # floor remainder maps -size..-1 onto 0..size-1 (in-range indices are unchanged)
-        I.launch_pointwise("remainder", tmp, [ix[d], self.shape[d]], I._cdt(torch.int64))
+        launch_pointwise("remainder", tmp, [ix[d], self.shape[d]], compute_code(torch.int64))
         if k == 0:
-            I.launch_pointwise("mul", off, [tmp, self.stride(d)], I._cdt(torch.int64))
+            launch_pointwise("mul", off, [tmp, self.stride(d)], compute_code(torch.int64))
         else:
-            I.launch_pointwise("add_alpha", off, [off, tmp, self.stride(d)], I._cdt(torch.int64))
+            launch_pointwise("add_alpha", off, [off, tmp, self.stride(d)], compute_code(torch.int64))
     ost = list(off.stride())
     bdims = [(bshape[i], 0, ost[i]) for i in range(len(bshape))]
     rest = [(self.shape[d], self.stride(d), 0) for d in range(self.dim()) if ix[d] is None]
@@ -853,7 +855,7 @@ def _index_run(self, plan, off, other, put, add):
     fs = [0] * pad + [p[2] for p in plan]
     os_ = [0] * pad + list(other.stride())
     index_offset_kernel[_launch_grid(n)](self, off, other, n, *sh, *xs, *fs, *os_, PUT=put, ADD=add,
-                                         ODT=I._odt(self.dtype), BLOCK=_BLOCK)
+                                         ODT=dtype_code(self.dtype), BLOCK=_BLOCK)
 
 
 def index_Tensor(self, indices, *, out=None):
@@ -861,9 +863,9 @@ def index_Tensor(self, indices, *, out=None):
         raise Unsupported("index without index tensors")
     shape, plan, off = _index_plan(self, indices)
     if out is None:
-        out = I._empty(shape, self.dtype, self.device)
+        out = empty(shape, self.dtype, self.device)
     else:
-        I._resize_out(out, shape)
+        resize_out(out, shape)
     _index_run(self, plan, off, out, False, False)
     return out
 
@@ -889,14 +891,14 @@ def _index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
             raise Unsupported(f"accumulating index_put on {self.dtype} (no atomic add)")
         if values.dtype != self.dtype:
             raise RuntimeError(f"Index put requires the source and destination dtypes match, got {self.dtype} for the destination and {values.dtype} for the source.")
-        widened = I._contig(self, wide)
-        _index_put_impl_(widened, indices, I._contig(values, wide), True)
-        I.copy_into(self, widened)
+        widened = contig(self, wide)
+        _index_put_impl_(widened, indices, contig(values, wide), True)
+        copy_into(self, widened)
         return self
     shape, plan, off = _index_plan(self, indices)
     if values.dtype != self.dtype:
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got {self.dtype} for the destination and {values.dtype} for the source.")
-    v = I._operand(values, self.device)
+    v = operand(values, self.device)
     _index_run(self, plan, off, v.expand(shape), True, bool(accumulate))
     return self
 
@@ -905,12 +907,12 @@ def take(self, index, *, out=None):
     """self's elements in row-major order, picked by a flat index (any shape)."""
     if self.numel() == 0 and index.numel() > 0:
         raise IndexError("take(): tried to take from an empty tensor")
-    flat = I._contig(self).view(-1)
+    flat = contig(self).view(-1)
     res = index_Tensor(flat, [index.reshape(-1)]).view(index.shape)
     if out is None:
         return res
-    I._resize_out(out, index.shape)
-    return I.copy_into(out, res)
+    resize_out(out, index.shape)
+    return copy_into(out, res)
 
 
 def take_out(self, index, *, out):
@@ -922,10 +924,10 @@ def put_(self, index, source, accumulate=False):
         raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got source.numel() = {source.numel()}, index.numel() = {index.numel()}")
     if index.numel() == 0:
         return self
-    flat = self.view(-1) if self.is_contiguous() else I._contig(self).view(-1)
+    flat = self.view(-1) if self.is_contiguous() else contig(self).view(-1)
     _index_put_impl_(flat, [index.reshape(-1)], source.reshape(-1), accumulate)
     if flat.data_ptr() != self.data_ptr():
-        I.copy_into(self, flat.view(self.shape))
+        copy_into(self, flat.view(self.shape))
     return self
 
 
@@ -937,17 +939,17 @@ def repeat_interleave_Tensor(repeats, *, output_size=None):
     n = repeats.numel()
     cum = _scan(repeats, 0, torch.int64, None, False) if n else None
     total = output_size if output_size is not None else (int(cum[n - 1].item()) if n else 0)
-    res = I._empty((total,), torch.int64, repeats.device)
+    res = empty((total,), torch.int64, repeats.device)
     if total == 0:
-        return I._empty((0,), repeats.dtype, repeats.device)
-    marks = I.fill_into(I._empty((total,), torch.int64, repeats.device), 0)
-    ones = I.fill_into(I._empty((), torch.int64, repeats.device), 1)
+        return empty((0,), repeats.dtype, repeats.device)
+    marks = fill_into(empty((total,), torch.int64, repeats.device), 0)
+    ones = fill_into(empty((), torch.int64, repeats.device), 1)
     # block ends at `total` fall outside `marks` and are skipped by the kernel
     _scatter_launch(ones, cum, marks, [n], [0], cum.stride(), 0, add=True)
     scan_kernel[(1,)](marks, res, total, PROD=False, BLOCK=_BLOCK)
     if repeats.dtype == torch.int64:
         return res
-    return I.copy_into(I._empty((total,), repeats.dtype, repeats.device), res)  # result has repeats' dtype
+    return copy_into(empty((total,), repeats.dtype, repeats.device), res)  # result has repeats' dtype
 
 
 
@@ -961,9 +963,9 @@ def searchsorted_Tensor(sorted_sequence, self, *, out_int32=False, right=False, 
         right = side == "right"
     odt = torch.int32 if out_int32 else torch.int64
     if out is None:
-        out = I._empty(self.shape, odt, self.device)
+        out = empty(self.shape, odt, self.device)
     else:
-        I._resize_out(out, self.shape)
+        resize_out(out, self.shape)
     n = self.numel()
     if n == 0:
         return out
@@ -971,19 +973,19 @@ def searchsorted_Tensor(sorted_sequence, self, *, out_int32=False, right=False, 
     if seq_rows and tuple(sorted_sequence.shape[:-1]) != tuple(self.shape[:-1]):
         raise RuntimeError("torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 "
                            "dimensions of boundaries tensor and input value tensor must match")
-    cdt = I._cdt_torch(I._promote(sorted_sequence, self))
-    seq = I._contig(sorted_sequence, cdt)
-    xs = I._contig(self, cdt)
+    cdt = compute_dtype(promote(sorted_sequence, self))
+    seq = contig(sorted_sequence, cdt)
+    xs = contig(self, cdt)
     length = sorted_sequence.shape[-1] if sorted_sequence.dim() else 1
     m = self.shape[-1] if self.dim() else 1
     if sorter is not None and tuple(sorter.shape) != tuple(sorted_sequence.shape):
         raise RuntimeError("torch.searchsorted(): boundary and sorter must have the same size")
-    srt = I._contig(sorter) if sorter is not None else seq
-    res = out if out.is_contiguous() else I._empty(self.shape, odt, self.device)
+    srt = contig(sorter) if sorter is not None else seq
+    res = out if out.is_contiguous() else empty(self.shape, odt, self.device)
     searchsorted_kernel[_launch_grid(n)](seq, srt, xs, res, n, max(m, 1), length, int(seq_rows),
                                          max(length, 1).bit_length() + 1, RIGHT=bool(right),
-                                         HAS_SORTER=sorter is not None, ODT=I._odt(odt), BLOCK=_BLOCK)
-    return out if res is out else I.copy_into(out, res)
+                                         HAS_SORTER=sorter is not None, ODT=dtype_code(odt), BLOCK=_BLOCK)
+    return out if res is out else copy_into(out, res)
 
 
 def searchsorted_Tensor_out(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None, out):
@@ -1015,9 +1017,9 @@ def _dim_minmax(is_max):
         i = argmax(self, dim, keepdim)
         if out_v is None:
             return v, i
-        I._resize_out(out_v, v.shape)
-        I._resize_out(out_i, i.shape)
-        return I.copy_into(out_v, v), I.copy_into(out_i, i)
+        resize_out(out_v, v.shape)
+        resize_out(out_i, i.shape)
+        return copy_into(out_v, v), copy_into(out_i, i)
     return fn
 
 
@@ -1043,50 +1045,50 @@ _REDUCE = {"sum": 0, "prod": 1, "mean": 2, "amax": 3, "amin": 4}
 
 def _scatter_reduce_impl(self, dim, index, src, reduce, include_self, out, value=None):
     red = _REDUCE[reduce]
-    cdt = I._cdt(self.dtype)
+    cdt = compute_code(self.dtype)
     if self.dtype == torch.bool:
         # As ATen on bool: sum/amax are `or`, prod/amin `and` (mean is an error there): the
         # reduction of 0/1 in int32, nonzero-ness stored back.
         if reduce == "mean":
             raise Unsupported("scatter_reduce mean on bool (an error on the CPU)")
-        wide = _scatter_reduce_impl(I._contig(self, torch.int32), dim, index,
-                                    None if src is None else I._contig(src, torch.int32), reduce,
+        wide = _scatter_reduce_impl(contig(self, torch.int32), dim, index,
+                                    None if src is None else contig(src, torch.int32), reduce,
                                     include_self, None, value)
         if out is None:
-            return I.copy_into(I._empty(self.shape, torch.bool, self.device), wide)
-        I._resize_out(out, self.shape)
-        return I.copy_into(out, wide)
-    res = I._empty(self.shape, self.dtype, self.device)
-    x = I._atleast1d(self)
-    ix = I._atleast1d(index)
+            return copy_into(empty(self.shape, torch.bool, self.device), wide)
+        resize_out(out, self.shape)
+        return copy_into(out, wide)
+    res = empty(self.shape, self.dtype, self.device)
+    x = atleast1d(self)
+    ix = atleast1d(index)
     dim = dim % x.dim()
-    rv = I._atleast1d(res)
+    rv = atleast1d(res)
     if value is not None:
         s = _value_tensor(value, self.dtype, self.device)
         s_st = [0] * x.dim()
     else:
-        s = I._atleast1d(src)
+        s = atleast1d(src)
         s_st = list(s.stride())
     n = x.numel()
     if ix.numel() == 0 or n == 0:
-        I.copy_into(res, self)
+        copy_into(res, self)
     else:
         pad, sh, (cs, xs, is_, os_) = _iter6(list(x.shape), [list(ix.shape), s_st, list(ix.stride()), list(x.stride())])
         cs = [c if k >= pad else 1 for k, c in enumerate(cs)]
         cs[dim + pad] = x.shape[dim]  # no bound along the scattered dim
         # `self` is read through its own strides and `res` is contiguous: pass both layouts alike
-        buf = I._contig(x)
+        buf = contig(x)
         bst = list(buf.stride())
         _, _, (os_,) = _iter6(list(x.shape), [bst])
         scatter_reduce_kernel[_launch_grid(n)](buf, s, ix, rv, n, ix.shape[dim], *sh, *cs, *xs, *is_, *os_,
                                                s_st[dim], ix.stride(dim), DIM=dim + pad, RED=red,
                                                INCLUDE_SELF=bool(include_self),
-                                               INT_MEAN=not I._is_float(self.dtype), CDT=cdt,
-                                               ODT=I._odt(self.dtype), BLOCK=_BLOCK)
+                                               INT_MEAN=not is_float(self.dtype), CDT=cdt,
+                                               ODT=dtype_code(self.dtype), BLOCK=_BLOCK)
     if out is None:
         return res
-    I._resize_out(out, self.shape)
-    return I.copy_into(out, res)
+    resize_out(out, self.shape)
+    return copy_into(out, res)
 
 
 def scatter_reduce_two(self, dim, index, src, reduce, *, include_self=True):
@@ -1138,9 +1140,9 @@ def _index_reduce_impl(self, dim, index, source, reduce, include_self, out):
     """index_reduce is scatter_reduce with the 1-d index broadcast over source's shape."""
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
-    s = I._atleast1d(source)
+    s = atleast1d(source)
     d = dim % s.dim()
-    ix = I._atleast1d(index)
+    ix = atleast1d(index)
     shape = [1] * s.dim()
     shape[d] = ix.numel()
     ix = ix.view(shape).expand(s.shape)
@@ -1163,17 +1165,17 @@ def index_reduce_out(self, dim, index, source, reduce, *, include_self=True, out
 def count_nonzero_dim_IntList(self, dim):
     from . import kernel_for
 
-    flags = I.launch_pointwise("ne", I._empty(self.shape, torch.int64, self.device), [self, 0], I._cdt(self.dtype))
+    flags = launch_pointwise("ne", empty(self.shape, torch.int64, self.device), [self, 0], compute_code(self.dtype))
     return kernel_for("sum.dim_IntList")(flags, list(dim), False)
 
 
 def _row_scan(self, dim, cdt, launch):
     """Pack rows (dim last) into a contiguous `cdt` buffer, launch(buf, rows, length) and
     return a function moving a row-layout result back to self's layout."""
-    xm, d = I._rows_last(self, dim)
-    buf = I._contig(xm, cdt)
+    xm, d = rows_last(self, dim)
+    buf = contig(xm, cdt)
     length = xm.shape[-1]
-    block = min(max(I.next_power_of_2(length), 16), _BLOCK)
+    block = min(max(next_power_of_2(length), 16), _BLOCK)
     launch(buf, xm.numel() // length, length, block)
 
     def back(t):
@@ -1183,21 +1185,21 @@ def _row_scan(self, dim, cdt, launch):
 
 
 def _logcumsumexp(self, dim, *, out=None):
-    if not I._is_float(self.dtype):
+    if not is_float(self.dtype):
         raise Unsupported(f"logcumsumexp of {self.dtype}")
     if out is None:
-        out = I._empty(self.shape, self.dtype, self.device)
+        out = empty(self.shape, self.dtype, self.device)
     else:
-        I._resize_out(out, self.shape)
+        resize_out(out, self.shape)
     if self.numel() == 0:
         return out
     res = {}
 
     def launch(buf, rows, length, block):
-        res["y"] = I._empty(buf.shape, buf.dtype, buf.device)
+        res["y"] = empty(buf.shape, buf.dtype, buf.device)
         logcumsumexp_kernel[(rows,)](buf, res["y"], length, BLOCK=block)
     _, back = _row_scan(self, dim, torch.float64, launch)
-    return I.copy_into(out, back(res["y"]))
+    return copy_into(out, back(res["y"]))
 
 
 def _logcumsumexp_out(self, dim, *, out):
@@ -1206,19 +1208,19 @@ def _logcumsumexp_out(self, dim, *, out):
 
 def _cummaxmin_helper(is_max):
     def fn(self, values, indices, dim):
-        I._resize_out(values, self.shape)
-        I._resize_out(indices, self.shape)
+        resize_out(values, self.shape)
+        resize_out(indices, self.shape)
         if self.numel() == 0:
             return
         res = {}
 
         def launch(buf, rows, length, block):
-            res["v"] = I._empty(buf.shape, buf.dtype, buf.device)
-            res["i"] = I._empty(buf.shape, torch.int64, buf.device)
+            res["v"] = empty(buf.shape, buf.dtype, buf.device)
+            res["i"] = empty(buf.shape, torch.int64, buf.device)
             cummaxmin_kernel[(rows,)](buf, res["v"], res["i"], length, IS_MAX=is_max, BLOCK=block)
-        _, back = _row_scan(self, dim, I._cdt_torch(self.dtype), launch)
-        I.copy_into(values, back(res["v"]))
-        I.copy_into(indices, back(res["i"]))
+        _, back = _row_scan(self, dim, compute_dtype(self.dtype), launch)
+        copy_into(values, back(res["v"]))
+        copy_into(indices, back(res["i"]))
     return fn
 
 
@@ -1226,6 +1228,38 @@ _cummax_helper = _cummaxmin_helper(True)
 _cummin_helper = _cummaxmin_helper(False)
 
 
+# ------------------------------------------------- compositions of the above --
+def isin_Tensor_Tensor_out(elements, test_elements, *, assume_unique=False, invert=False, out):
+    """Membership by binary search in the sorted test elements (== semantics: NaN is in nothing)."""
+    common = torch.result_type(elements, test_elements)
+    if common == torch.bool or common.is_complex:
+        raise Unsupported(f"isin of {common}")
+    table = torch.sort(test_elements.reshape(-1).to(common)).values
+    values = elements.to(common)
+    if table.numel() == 0:
+        found = torch.zeros(elements.shape, dtype=torch.bool, device=elements.device)
+    else:
+        at = torch.searchsorted(table, values).clamp_(max=table.numel() - 1)
+        found = torch.take(table, at) == values
+    if invert:
+        found = torch.logical_not(found)
+    resize_out(out, elements.shape)
+    return out.copy_(found)
+
+
+def _tri_indices(lower: bool):
+    """tril_indices / triu_indices: the coordinates of a triangle's ones, row by row."""
+    def indices(row, col, offset=0, *, dtype=torch.int64, layout=None, device=None, pin_memory=None):
+        if dtype not in (torch.int32, torch.int64) or row < 0 or col < 0:
+            raise Unsupported("tril/triu_indices outside int32/int64 and non-negative sides")
+        ones = torch.ones((row, col), dtype=torch.int32, device=device)
+        mask = torch.tril(ones, offset) if lower else torch.triu(ones, offset)
+        return torch.nonzero(mask).t().contiguous().to(dtype or torch.int64)
+
+    return indices
+
+
+# ------------------------------------------------------------------- table ----
 KERNELS: dict[str, Callable] = {
     "flip": flip,
     "roll": roll,
@@ -1255,42 +1289,10 @@ KERNELS: dict[str, Callable] = {
     "_logcumsumexp": _logcumsumexp, "_logcumsumexp.out": _logcumsumexp_out,
     "_cummax_helper": _cummax_helper, "_cummin_helper": _cummin_helper,
     "max.dim": max_dim, "max.dim_max": max_dim_max, "min.dim": min_dim, "min.dim_min": min_dim_min,
+    # compositions of the above
+    "isin.Tensor_Tensor_out": isin_Tensor_Tensor_out,
+    "tril_indices": _tri_indices(True), "triu_indices": _tri_indices(False),
 }
-
-
-# ------------------------------------------------- compositions of the above --
-def isin_Tensor_Tensor_out(elements, test_elements, *, assume_unique=False, invert=False, out):
-    """Membership by binary search in the sorted test elements (== semantics: NaN is in nothing)."""
-    common = torch.result_type(elements, test_elements)
-    if common == torch.bool or common.is_complex:
-        raise Unsupported(f"isin of {common}")
-    table = torch.sort(test_elements.reshape(-1).to(common)).values
-    values = elements.to(common)
-    if table.numel() == 0:
-        found = torch.zeros(elements.shape, dtype=torch.bool, device=elements.device)
-    else:
-        at = torch.searchsorted(table, values).clamp_(max=table.numel() - 1)
-        found = torch.take(table, at) == values
-    if invert:
-        found = torch.logical_not(found)
-    I._resize_out(out, elements.shape)
-    return out.copy_(found)
-
-
-def _tri_indices(lower: bool):
-    """tril_indices / triu_indices: the coordinates of a triangle's ones, row by row."""
-    def indices(row, col, offset=0, *, dtype=torch.int64, layout=None, device=None, pin_memory=None):
-        if dtype not in (torch.int32, torch.int64) or row < 0 or col < 0:
-            raise Unsupported("tril/triu_indices outside int32/int64 and non-negative sides")
-        ones = torch.ones((row, col), dtype=torch.int32, device=device)
-        mask = torch.tril(ones, offset) if lower else torch.triu(ones, offset)
-        return torch.nonzero(mask).t().contiguous().to(dtype or torch.int64)
-
-    return indices
-
-
-KERNELS.update({"isin.Tensor_Tensor_out": isin_Tensor_Tensor_out, "tril_indices": _tri_indices(True),
-                "triu_indices": _tri_indices(False)})
 
 
 # Compiled mode: launches skip Triton's per-call argument binding (_launch.py).

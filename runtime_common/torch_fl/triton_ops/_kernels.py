@@ -1,6 +1,6 @@
 """Triton kernels of the fallback library (imported lazily: needs triton).
 
-Dtype codes (`*DT` constexprs) are shared with `_impl.py`:
+Dtype codes (`*DT` constexprs) are shared with `_common.py` (DTYPE_CODES):
 F32=0 F64=1 F16=2 BF16=3 I32=4 I64=5 BOOL=6 I8=7 U8=8 I16=9.
 Compute dtypes (CDT) are only F32, F64, I32, I64: fp16/bf16 compute in fp32 and
 round on store (the Triton interpreter also gets bf16 arithmetic wrong, so it
@@ -40,39 +40,171 @@ def _patch_interpreter_index() -> None:
 _patch_interpreter_index()
 
 # ---------------------------------------------------------------- op ids ---
-# One table of pointwise op ids; the pointwise kernel is specialised on OP.
-PW_OPS = (
-    # unary
-    "copy", "abs", "neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
-    "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh",
-    "silu", "erf", "floor", "ceil", "round", "trunc", "sign", "reciprocal",
-    "logical_not", "bitwise_not", "square", "cube", "inv_square",
-    # binary
-    "add", "sub", "mul", "div", "div_trunc", "div_floor", "pow", "maximum", "minimum",
-    "fmod", "remainder", "atan2", "eq", "ne", "lt", "le", "gt", "ge",
-    "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "gelu_backward", "gelu_tanh_backward", "silu_backward", "sigmoid_backward",
-    "tanh_backward", "clamp_min", "clamp_max", "ipow",
-    # ternary / quaternary (add/sub take alpha as 3rd operand)
-    "add_alpha", "sub_alpha", "where", "clamp", "lerp", "threshold_backward",
-    "addcmul", "addcdiv", "mul_scale",
-    # inverse trig/hyperbolic and special functions (special ones run in fp64: see _impl)
-    "acos", "asin", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "erfc", "erfinv",
-    "lgamma", "digamma", "trigamma", "polygamma", "frac", "sinc", "angle", "erfcx", "log_ndtr",
-    "ndtri", "entr", "isnan", "isposinf", "isneginf", "signbit", "nan_to_num", "round_decimals",
-    # activations; scalar parameters arrive as P0..P2
-    "elu", "softplus", "mish", "threshold", "leaky_relu", "hardsigmoid", "hardswish",
-    "softshrink", "hardshrink", "log_sigmoid", "logit",
-    "elu_backward", "elu_backward_result", "hardtanh_backward", "softplus_backward", "mish_backward",
-    "leaky_relu_backward", "hardsigmoid_backward", "hardswish_backward", "shrink_backward",
-    "log_sigmoid_backward", "logit_backward",
-    # binary
-    "logaddexp", "logaddexp2", "hypot", "copysign", "fmax", "fmin", "heaviside", "nextafter",
-    "xlogy", "xlog1py", "gcd", "lcm", "shl", "shr", "zeta",
-)
-OP_ID = {n: i for i, n in enumerate(PW_OPS)}
-for _n, _i in OP_ID.items():
-    globals()["OP_" + _n.upper()] = tl.constexpr(_i)
+# The pointwise ops, by group: the pointwise kernels are specialised on OP (a constexpr),
+# _apply picks the group's function by id range (groups start at multiples of 100) and that
+# function the op. The host names an op by its OP_ID key: "gelu" is OP_GELU.
+# unary: f(x)
+UNARY_OPS = tl.constexpr(0)  # the group's first id
+OP_COPY = tl.constexpr(0)
+OP_ABS = tl.constexpr(1)
+OP_NEG = tl.constexpr(2)
+OP_EXP = tl.constexpr(3)
+OP_EXP2 = tl.constexpr(4)
+OP_EXPM1 = tl.constexpr(5)
+OP_LOG = tl.constexpr(6)
+OP_LOG2 = tl.constexpr(7)
+OP_LOG10 = tl.constexpr(8)
+OP_LOG1P = tl.constexpr(9)
+OP_SQRT = tl.constexpr(10)
+OP_RSQRT = tl.constexpr(11)
+OP_SIN = tl.constexpr(12)
+OP_COS = tl.constexpr(13)
+OP_TAN = tl.constexpr(14)
+OP_TANH = tl.constexpr(15)
+OP_SIGMOID = tl.constexpr(16)
+OP_RELU = tl.constexpr(17)
+OP_GELU = tl.constexpr(18)
+OP_GELU_TANH = tl.constexpr(19)
+OP_SILU = tl.constexpr(20)
+OP_ERF = tl.constexpr(21)
+OP_FLOOR = tl.constexpr(22)
+OP_CEIL = tl.constexpr(23)
+OP_ROUND = tl.constexpr(24)
+OP_TRUNC = tl.constexpr(25)
+OP_SIGN = tl.constexpr(26)
+OP_RECIPROCAL = tl.constexpr(27)
+OP_LOGICAL_NOT = tl.constexpr(28)
+OP_BITWISE_NOT = tl.constexpr(29)
+OP_SQUARE = tl.constexpr(30)
+OP_CUBE = tl.constexpr(31)
+OP_INV_SQUARE = tl.constexpr(32)
+
+# binary arithmetic: f(x, y); p0 = the result's bit width for the shifts
+BINARY_OPS = tl.constexpr(100)  # the group's first id
+OP_ADD = tl.constexpr(100)
+OP_SUB = tl.constexpr(101)
+OP_MUL = tl.constexpr(102)
+OP_DIV = tl.constexpr(103)
+OP_DIV_TRUNC = tl.constexpr(104)
+OP_DIV_FLOOR = tl.constexpr(105)
+OP_POW = tl.constexpr(106)
+OP_IPOW = tl.constexpr(107)
+OP_MAXIMUM = tl.constexpr(108)
+OP_MINIMUM = tl.constexpr(109)
+OP_FMOD = tl.constexpr(110)
+OP_REMAINDER = tl.constexpr(111)
+OP_ATAN2 = tl.constexpr(112)
+OP_CLAMP_MIN = tl.constexpr(113)
+OP_CLAMP_MAX = tl.constexpr(114)
+OP_LOGADDEXP = tl.constexpr(115)
+OP_LOGADDEXP2 = tl.constexpr(116)
+OP_HYPOT = tl.constexpr(117)
+OP_COPYSIGN = tl.constexpr(118)
+OP_FMAX = tl.constexpr(119)
+OP_FMIN = tl.constexpr(120)
+OP_HEAVISIDE = tl.constexpr(121)
+OP_NEXTAFTER = tl.constexpr(122)
+OP_XLOGY = tl.constexpr(123)
+OP_XLOG1PY = tl.constexpr(124)
+OP_GCD = tl.constexpr(125)
+OP_LCM = tl.constexpr(126)
+OP_SHL = tl.constexpr(127)
+OP_SHR = tl.constexpr(128)
+OP_ZETA = tl.constexpr(129)
+
+# comparisons, logical and bitwise binaries: f(x, y)
+COMPARISON_OPS = tl.constexpr(200)  # the group's first id
+OP_EQ = tl.constexpr(200)
+OP_NE = tl.constexpr(201)
+OP_LT = tl.constexpr(202)
+OP_LE = tl.constexpr(203)
+OP_GT = tl.constexpr(204)
+OP_GE = tl.constexpr(205)
+OP_LOGICAL_AND = tl.constexpr(206)
+OP_LOGICAL_OR = tl.constexpr(207)
+OP_LOGICAL_XOR = tl.constexpr(208)
+OP_BITWISE_AND = tl.constexpr(209)
+OP_BITWISE_OR = tl.constexpr(210)
+OP_BITWISE_XOR = tl.constexpr(211)
+
+# ternary / quaternary: f(x, y, z[, w]) (add/sub take alpha as z)
+TERNARY_OPS = tl.constexpr(300)  # the group's first id
+OP_ADD_ALPHA = tl.constexpr(300)
+OP_SUB_ALPHA = tl.constexpr(301)
+OP_WHERE = tl.constexpr(302)
+OP_CLAMP = tl.constexpr(303)
+OP_LERP = tl.constexpr(304)
+OP_THRESHOLD_BACKWARD = tl.constexpr(305)
+OP_ADDCMUL = tl.constexpr(306)
+OP_ADDCDIV = tl.constexpr(307)
+OP_MUL_SCALE = tl.constexpr(308)
+
+# inverse trig / hyperbolic and special functions: f(x) (computed in fp64 for floating inputs)
+SPECIAL_OPS = tl.constexpr(400)  # the group's first id
+OP_ACOS = tl.constexpr(400)
+OP_ASIN = tl.constexpr(401)
+OP_ATAN = tl.constexpr(402)
+OP_ASINH = tl.constexpr(403)
+OP_ACOSH = tl.constexpr(404)
+OP_ATANH = tl.constexpr(405)
+OP_SINH = tl.constexpr(406)
+OP_COSH = tl.constexpr(407)
+OP_ERFC = tl.constexpr(408)
+OP_ERFINV = tl.constexpr(409)
+OP_LGAMMA = tl.constexpr(410)
+OP_DIGAMMA = tl.constexpr(411)
+OP_TRIGAMMA = tl.constexpr(412)
+OP_POLYGAMMA = tl.constexpr(413)
+OP_FRAC = tl.constexpr(414)
+OP_SINC = tl.constexpr(415)
+OP_ANGLE = tl.constexpr(416)
+OP_ERFCX = tl.constexpr(417)
+OP_LOG_NDTR = tl.constexpr(418)
+OP_NDTRI = tl.constexpr(419)
+OP_ENTR = tl.constexpr(420)
+OP_ISNAN = tl.constexpr(421)
+OP_ISPOSINF = tl.constexpr(422)
+OP_ISNEGINF = tl.constexpr(423)
+OP_SIGNBIT = tl.constexpr(424)
+OP_NAN_TO_NUM = tl.constexpr(425)
+OP_ROUND_DECIMALS = tl.constexpr(426)
+
+# activations: f(x), P0..P2 = the op's scalar parameters
+ACTIVATION_OPS = tl.constexpr(500)  # the group's first id
+OP_ELU = tl.constexpr(500)
+OP_SOFTPLUS = tl.constexpr(501)
+OP_MISH = tl.constexpr(502)
+OP_THRESHOLD = tl.constexpr(503)
+OP_LEAKY_RELU = tl.constexpr(504)
+OP_HARDSIGMOID = tl.constexpr(505)
+OP_HARDSWISH = tl.constexpr(506)
+OP_SOFTSHRINK = tl.constexpr(507)
+OP_HARDSHRINK = tl.constexpr(508)
+OP_LOG_SIGMOID = tl.constexpr(509)
+OP_LOGIT = tl.constexpr(510)
+
+# activation backwards: f(grad = x, self or result = y), P0..P2 as forward
+ACTIVATION_BACKWARD_OPS = tl.constexpr(600)  # the group's first id
+OP_GELU_BACKWARD = tl.constexpr(600)
+OP_GELU_TANH_BACKWARD = tl.constexpr(601)
+OP_SILU_BACKWARD = tl.constexpr(602)
+OP_SIGMOID_BACKWARD = tl.constexpr(603)
+OP_TANH_BACKWARD = tl.constexpr(604)
+OP_ELU_BACKWARD = tl.constexpr(605)
+OP_ELU_BACKWARD_RESULT = tl.constexpr(606)
+OP_HARDTANH_BACKWARD = tl.constexpr(607)
+OP_SOFTPLUS_BACKWARD = tl.constexpr(608)
+OP_MISH_BACKWARD = tl.constexpr(609)
+OP_LEAKY_RELU_BACKWARD = tl.constexpr(610)
+OP_HARDSIGMOID_BACKWARD = tl.constexpr(611)
+OP_HARDSWISH_BACKWARD = tl.constexpr(612)
+OP_SHRINK_BACKWARD = tl.constexpr(613)
+OP_LOG_SIGMOID_BACKWARD = tl.constexpr(614)
+OP_LOGIT_BACKWARD = tl.constexpr(615)
+
+# op name -> id, for the host: "gelu" -> OP_GELU's value
+OP_ID: dict[str, int] = {name[3:].lower(): value.value for name, value in list(globals().items())
+                         if name.startswith("OP_") and isinstance(value, tl.constexpr)}
 
 F32 = tl.constexpr(0)
 F64 = tl.constexpr(1)
@@ -587,9 +719,8 @@ def _softplus(x, beta, threshold):
 
 
 @triton.jit
-def _apply(x, y, z, w, p0, p1, p2, OP: tl.constexpr, CDT: tl.constexpr):
-    FL: tl.constexpr = (CDT == F32) or (CDT == F64)
-    # ---- unary
+def _apply_unary(x, OP: tl.constexpr):
+    """Unary: f(x)."""
     if OP == OP_COPY:
         return x
     elif OP == OP_ABS:
@@ -657,8 +788,15 @@ def _apply(x, y, z, w, p0, p1, p2, OP: tl.constexpr, CDT: tl.constexpr):
         return x * x * x
     elif OP == OP_INV_SQUARE:
         return 1.0 / (x * x)
-    # ---- binary
-    elif OP == OP_ADD:
+    else:
+        tl.static_assert(False, "unknown unary op")
+
+
+@triton.jit
+def _apply_binary(x, y, p0, OP: tl.constexpr, CDT: tl.constexpr):
+    """Binary arithmetic: f(x, y); p0 = the result's bit width for the shifts."""
+    FL: tl.constexpr = (CDT == F32) or (CDT == F64)
+    if OP == OP_ADD:
         return x + y
     elif OP == OP_SUB:
         return x - y
@@ -715,7 +853,70 @@ def _apply(x, y, z, w, p0, p1, p2, OP: tl.constexpr, CDT: tl.constexpr):
         return tl.where((r != 0) & ((r < 0) != (y < 0)), r + y, r)
     elif OP == OP_ATAN2:
         return _atan2(x, y)
-    elif OP == OP_EQ:
+    elif OP == OP_CLAMP_MIN:
+        if FL:
+            return tl.where(_isnan(x) | _isnan(y), x + y, tl.where(x < y, y, x))
+        else:
+            return tl.where(x < y, y, x)
+    elif OP == OP_CLAMP_MAX:
+        if FL:
+            return tl.where(_isnan(x) | _isnan(y), x + y, tl.where(x > y, y, x))
+        else:
+            return tl.where(x > y, y, x)
+    elif OP == OP_LOGADDEXP:
+        m = tl.where(x > y, x, y)
+        r = m + _log1p(tl.exp(-tl.abs(x - y)))
+        return tl.where((tl.abs(m) == float("inf")) & (x == y), x, r)
+    elif OP == OP_LOGADDEXP2:
+        m = tl.where(x > y, x, y)
+        r = m + _log1p(tl.exp2(-tl.abs(x - y))) * 1.4426950408889634
+        return tl.where((tl.abs(m) == float("inf")) & (x == y), x, r)
+    elif OP == OP_HYPOT:
+        return tl.sqrt(x * x + y * y)
+    elif OP == OP_COPYSIGN:
+        return tl.where(_signbit(y, CDT), -tl.abs(x), tl.abs(x))
+    elif OP == OP_FMAX:
+        if FL:
+            return tl.where(x != x, y, tl.where((y != y) | (x > y), x, y))
+        else:
+            return tl.where(x > y, x, y)
+    elif OP == OP_FMIN:
+        if FL:
+            return tl.where(x != x, y, tl.where((y != y) | (x < y), x, y))
+        else:
+            return tl.where(x < y, x, y)
+    elif OP == OP_HEAVISIDE:
+        return tl.where(x == 0, y, tl.where(x > 0, 1, 0).to(x.dtype))
+    elif OP == OP_NEXTAFTER:
+        return _nextafter(x, y, CDT)
+    elif OP == OP_XLOGY:
+        r = tl.where(x == 0, 0.0, x * tl.log(y))
+        return tl.where(y != y, y, r)
+    elif OP == OP_XLOG1PY:
+        r = tl.where(x == 0, 0.0, x * _log1p(y))
+        return tl.where(y != y, y, r)
+    elif OP == OP_GCD:
+        return _gcd(x, y)
+    elif OP == OP_LCM:
+        g = _gcd(x, y)
+        return tl.where(g == 0, 0, tl.abs(x // tl.where(g == 0, 1, g) * y))
+    elif OP == OP_SHL:
+        # p0 = bit width of the result dtype; out-of-range shifts give 0 (as ATen)
+        ok = (y >= 0) & (y < p0)
+        return tl.where(ok, x << tl.where(ok, y, 0), 0)
+    elif OP == OP_SHR:
+        ok = (y >= 0) & (y < p0)
+        return tl.where(ok, x >> tl.where(ok, y, 0), x >> (p0 - 1))
+    elif OP == OP_ZETA:
+        return _zeta(x, y)
+    else:
+        tl.static_assert(False, "unknown binary op")
+
+
+@triton.jit
+def _apply_comparison(x, y, OP: tl.constexpr):
+    """Comparisons, logical and bitwise binaries: f(x, y)."""
+    if OP == OP_EQ:
         return x == y
     elif OP == OP_NE:
         return x != y
@@ -739,41 +940,15 @@ def _apply(x, y, z, w, p0, p1, p2, OP: tl.constexpr, CDT: tl.constexpr):
         return x | y
     elif OP == OP_BITWISE_XOR:
         return x ^ y
-    elif OP == OP_GELU_BACKWARD:
-        # x = grad, y = self
-        cdf = 0.5 * (1.0 + tl.erf(y * 0.7071067811865476))
-        pdf = tl.exp(-0.5 * y * y) * 0.3989422804014327
-        return x * (cdf + y * pdf)
-    elif OP == OP_GELU_TANH_BACKWARD:
-        kb = 0.7978845608028654
-        kk = 0.044715
-        xsq = y * y
-        inner = kb * (y + kk * xsq * y)
-        th = _tanh(inner)
-        left = 0.5 * y
-        right = 1.0 + th
-        ld = 0.5 * right
-        rd = left * (1.0 - th * th) * kb * (1.0 + 3.0 * kk * xsq)
-        return x * (ld + rd)
-    elif OP == OP_SILU_BACKWARD:
-        s = 1.0 / (1.0 + tl.exp(-y))
-        return x * s * (1.0 + y * (1.0 - s))
-    elif OP == OP_SIGMOID_BACKWARD:
-        return x * (1.0 - y) * y
-    elif OP == OP_TANH_BACKWARD:
-        return x * (1.0 - y * y)
-    elif OP == OP_CLAMP_MIN:
-        if FL:
-            return tl.where(_isnan(x) | _isnan(y), x + y, tl.where(x < y, y, x))
-        else:
-            return tl.where(x < y, y, x)
-    elif OP == OP_CLAMP_MAX:
-        if FL:
-            return tl.where(_isnan(x) | _isnan(y), x + y, tl.where(x > y, y, x))
-        else:
-            return tl.where(x > y, y, x)
-    # ---- ternary
-    elif OP == OP_ADD_ALPHA:
+    else:
+        tl.static_assert(False, "unknown comparison op")
+
+
+@triton.jit
+def _apply_ternary(x, y, z, w, OP: tl.constexpr, CDT: tl.constexpr):
+    """Ternary / quaternary: f(x, y, z[, w]) (add/sub take alpha as z)."""
+    FL: tl.constexpr = (CDT == F32) or (CDT == F64)
+    if OP == OP_ADD_ALPHA:
         return x + z * y
     elif OP == OP_SUB_ALPHA:
         return x - z * y
@@ -797,8 +972,15 @@ def _apply(x, y, z, w, p0, p1, p2, OP: tl.constexpr, CDT: tl.constexpr):
         return x + w * (y / z)
     elif OP == OP_MUL_SCALE:
         return x * y * z
-    # ---- inverse trig / special (computed in fp64 for floating inputs)
-    elif OP == OP_ACOS:
+    else:
+        tl.static_assert(False, "unknown ternary op")
+
+
+@triton.jit
+def _apply_special(x, p0, p1, p2, OP: tl.constexpr, CDT: tl.constexpr):
+    """Inverse trig / hyperbolic and special functions: f(x) (computed in fp64 for floating inputs)."""
+    FL: tl.constexpr = (CDT == F32) or (CDT == F64)
+    if OP == OP_ACOS:
         return _atan2(tl.sqrt((1.0 - x) * (1.0 + x)), x)
     elif OP == OP_ASIN:
         return _atan2(x, tl.sqrt((1.0 - x) * (1.0 + x)))
@@ -860,8 +1042,14 @@ def _apply(x, y, z, w, p0, p1, p2, OP: tl.constexpr, CDT: tl.constexpr):
     elif OP == OP_ROUND_DECIMALS:
         # as ATen: nearbyint(x * 10^d) / 10^d, or nearbyint(x / 10^-d) * 10^-d when d < 0
         return tl.where(p1 != 0, _round_even(x / p0) * p0, _round_even(x * p0) / p0)
-    # ---- activations (P0..P2 = the op's scalar parameters)
-    elif OP == OP_ELU:
+    else:
+        tl.static_assert(False, "unknown special op")
+
+
+@triton.jit
+def _apply_activation(x, p0, p1, p2, OP: tl.constexpr):
+    """Activations: f(x), P0..P2 = the op's scalar parameters."""
+    if OP == OP_ELU:
         # p0 = alpha * scale (negcoef), p1 = scale, p2 = input_scale
         return tl.where(x <= 0, _expm1(x * p2) * p0, x * p1)
     elif OP == OP_SOFTPLUS:
@@ -888,6 +1076,36 @@ def _apply(x, y, z, w, p0, p1, p2, OP: tl.constexpr, CDT: tl.constexpr):
         # p0 = eps, p1 = 1 when eps was given
         xc = tl.where(p1 != 0, tl.where(x < p0, p0, tl.where(x > 1.0 - p0, 1.0 - p0, x)), x)
         return tl.log(xc / (1.0 - xc))
+    else:
+        tl.static_assert(False, "unknown activation op")
+
+
+@triton.jit
+def _apply_activation_backward(x, y, p0, p1, p2, OP: tl.constexpr):
+    """Activation backwards: f(grad = x, self or result = y), P0..P2 as forward."""
+    if OP == OP_GELU_BACKWARD:
+        # x = grad, y = self
+        cdf = 0.5 * (1.0 + tl.erf(y * 0.7071067811865476))
+        pdf = tl.exp(-0.5 * y * y) * 0.3989422804014327
+        return x * (cdf + y * pdf)
+    elif OP == OP_GELU_TANH_BACKWARD:
+        kb = 0.7978845608028654
+        kk = 0.044715
+        xsq = y * y
+        inner = kb * (y + kk * xsq * y)
+        th = _tanh(inner)
+        left = 0.5 * y
+        right = 1.0 + th
+        ld = 0.5 * right
+        rd = left * (1.0 - th * th) * kb * (1.0 + 3.0 * kk * xsq)
+        return x * (ld + rd)
+    elif OP == OP_SILU_BACKWARD:
+        s = 1.0 / (1.0 + tl.exp(-y))
+        return x * s * (1.0 + y * (1.0 - s))
+    elif OP == OP_SIGMOID_BACKWARD:
+        return x * (1.0 - y) * y
+    elif OP == OP_TANH_BACKWARD:
+        return x * (1.0 - y * y)
     elif OP == OP_ELU_BACKWARD:
         # x = grad, y = self; p0 = negcoef, p1 = poscoef, p2 = negiptcoef
         return tl.where(y <= 0, x * p2 * p0 * tl.exp(y * p2), x * p1)
@@ -919,55 +1137,29 @@ def _apply(x, y, z, w, p0, p1, p2, OP: tl.constexpr, CDT: tl.constexpr):
         d = x / (y * (1.0 - y))
         lo_hi = (y < p0) | (y > 1.0 - p0)
         return tl.where(p1 != 0, tl.where(lo_hi, 0.0 * x, d), tl.where((y < 0) | (y > 1), float("nan"), d))
-    # ---- binary
-    elif OP == OP_LOGADDEXP:
-        m = tl.where(x > y, x, y)
-        r = m + _log1p(tl.exp(-tl.abs(x - y)))
-        return tl.where((tl.abs(m) == float("inf")) & (x == y), x, r)
-    elif OP == OP_LOGADDEXP2:
-        m = tl.where(x > y, x, y)
-        r = m + _log1p(tl.exp2(-tl.abs(x - y))) * 1.4426950408889634
-        return tl.where((tl.abs(m) == float("inf")) & (x == y), x, r)
-    elif OP == OP_HYPOT:
-        return tl.sqrt(x * x + y * y)
-    elif OP == OP_COPYSIGN:
-        return tl.where(_signbit(y, CDT), -tl.abs(x), tl.abs(x))
-    elif OP == OP_FMAX:
-        if FL:
-            return tl.where(x != x, y, tl.where((y != y) | (x > y), x, y))
-        else:
-            return tl.where(x > y, x, y)
-    elif OP == OP_FMIN:
-        if FL:
-            return tl.where(x != x, y, tl.where((y != y) | (x < y), x, y))
-        else:
-            return tl.where(x < y, x, y)
-    elif OP == OP_HEAVISIDE:
-        return tl.where(x == 0, y, tl.where(x > 0, 1, 0).to(x.dtype))
-    elif OP == OP_NEXTAFTER:
-        return _nextafter(x, y, CDT)
-    elif OP == OP_XLOGY:
-        r = tl.where(x == 0, 0.0, x * tl.log(y))
-        return tl.where(y != y, y, r)
-    elif OP == OP_XLOG1PY:
-        r = tl.where(x == 0, 0.0, x * _log1p(y))
-        return tl.where(y != y, y, r)
-    elif OP == OP_GCD:
-        return _gcd(x, y)
-    elif OP == OP_LCM:
-        g = _gcd(x, y)
-        return tl.where(g == 0, 0, tl.abs(x // tl.where(g == 0, 1, g) * y))
-    elif OP == OP_SHL:
-        # p0 = bit width of the result dtype; out-of-range shifts give 0 (as ATen)
-        ok = (y >= 0) & (y < p0)
-        return tl.where(ok, x << tl.where(ok, y, 0), 0)
-    elif OP == OP_SHR:
-        ok = (y >= 0) & (y < p0)
-        return tl.where(ok, x >> tl.where(ok, y, 0), x >> (p0 - 1))
-    elif OP == OP_ZETA:
-        return _zeta(x, y)
     else:
-        tl.static_assert(False, "unknown pointwise op")
+        tl.static_assert(False, "unknown activation backward op")
+
+
+@triton.jit
+def _apply(x, y, z, w, p0, p1, p2, OP: tl.constexpr, CDT: tl.constexpr):
+    """The pointwise op OP (an OP_* id) on the operands x, y, z, w in the compute dtype CDT;
+    p0..p2 are the op's scalar parameters. OP is a constexpr: the group and then the op are
+    chosen at compile time, the kernel holds only that op's code."""
+    if OP < BINARY_OPS:
+        return _apply_unary(x, OP)
+    elif OP < COMPARISON_OPS:
+        return _apply_binary(x, y, p0, OP, CDT)
+    elif OP < TERNARY_OPS:
+        return _apply_comparison(x, y, OP)
+    elif OP < SPECIAL_OPS:
+        return _apply_ternary(x, y, z, w, OP, CDT)
+    elif OP < ACTIVATION_OPS:
+        return _apply_special(x, p0, p1, p2, OP, CDT)
+    elif OP < ACTIVATION_BACKWARD_OPS:
+        return _apply_activation(x, p0, p1, p2, OP)
+    else:
+        return _apply_activation_backward(x, y, p0, p1, p2, OP)
 
 
 @triton.jit
@@ -1088,11 +1280,26 @@ def fill_kernel(out, N, S0, S1, S2, S3, S4, S5, o0, o1, o2, o3, o4, o5, bits,
 
 
 # ------------------------------------------------------------ reductions ---
-RED_OPS = ("sum", "prod", "max", "min", "argmax", "argmin", "mean", "var", "all", "any",
-           "norm2", "norm1", "normp", "norm0", "amax_abs", "amin_abs")
-RED_ID = {n: i for i, n in enumerate(RED_OPS)}
-for _n, _i in RED_ID.items():
-    globals()["R_" + _n.upper()] = tl.constexpr(_i)
+# The reductions reduce_kernel is specialised on (OP); the host names them by RED_ID key.
+R_SUM = tl.constexpr(0)
+R_PROD = tl.constexpr(1)
+R_MAX = tl.constexpr(2)
+R_MIN = tl.constexpr(3)
+R_ARGMAX = tl.constexpr(4)
+R_ARGMIN = tl.constexpr(5)
+R_MEAN = tl.constexpr(6)
+R_VAR = tl.constexpr(7)
+R_ALL = tl.constexpr(8)
+R_ANY = tl.constexpr(9)
+R_NORM2 = tl.constexpr(10)
+R_NORM1 = tl.constexpr(11)
+R_NORMP = tl.constexpr(12)
+R_NORM0 = tl.constexpr(13)
+R_AMAX_ABS = tl.constexpr(14)
+R_AMIN_ABS = tl.constexpr(15)
+# reduction name -> id, for the host: "sum" -> R_SUM's value
+RED_ID: dict[str, int] = {name[2:].lower(): value.value for name, value in list(globals().items())
+                          if name.startswith("R_") and isinstance(value, tl.constexpr)}
 
 
 @triton.jit

@@ -34,9 +34,9 @@ import triton
 import triton.language as tl
 
 from . import Unsupported
-from . import _impl as I
 from . import _kernels as K
 from . import _launch
+from ._common import cdiv, compute_code, contig, copy_into, dtype_code, fill_into, next_power_of_2, resize_out
 
 _MAXN = 64  # largest matrix side handled by one program
 _NB = 4  # batch dims decoded in the kernels
@@ -54,7 +54,7 @@ def _block(*sizes):
     n = max([1, *sizes])
     if n > _MAXN:
         raise Unsupported(f"matrix side {n} exceeds the one-program limit {_MAXN}")
-    return max(I.next_power_of_2(n), 2)
+    return max(next_power_of_2(n), 2)
 
 
 def _bstrides(t, batch):
@@ -104,7 +104,7 @@ def _out(out, shape, dtype, device):
         return torch.empty(tuple(shape), dtype=dtype, device=device)
     if out.dtype != dtype:
         raise RuntimeError(f"Expected out tensor to have dtype {dtype}, but got {out.dtype} instead")
-    return I._resize_out(out, shape)
+    return resize_out(out, shape)
 
 
 def _check_errors(info, api, is_matrix):
@@ -237,11 +237,11 @@ def _getrf(A, LU, pivots, info, det=None, logabs=None):
     if nb == 0:
         return
     if m == 0 or n == 0:
-        I.fill_into(info, 0)
+        fill_into(info, 0)
         if det is not None:
-            I.fill_into(det, 1.0)
+            fill_into(det, 1.0)
         if logabs is not None:
-            I.fill_into(logabs, 0.0)
+            fill_into(logabs, 0.0)
         return
     blk = _block(m, n)
     dd = det if det is not None else info
@@ -252,7 +252,7 @@ def _getrf(A, LU, pivots, info, det=None, logabs=None):
                          *_margs(LU, batch),
                          *ps, pl, *_scal_strides(info, batch), *_scal_strides(dd, batch),
                          DET=det is not None and logabs is None, SLOGDET=logabs is not None,
-                         ODT=I._odt(A.dtype), BLK=blk)
+                         ODT=dtype_code(A.dtype), BLK=blk)
 
 
 def linalg_lu_factor_ex_out(A, *, pivot=True, check_errors=False, LU, pivots, info):
@@ -365,7 +365,7 @@ def _lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots, P, L, U):
                              *_margs(L if unpack_data else None, batch),
                              *_margs(U if unpack_data else None, batch),
                              DATA=bool(unpack_data), PIVOTS=bool(unpack_pivots),
-                             ODT=I._odt(P.dtype), BLK=blk)
+                             ODT=dtype_code(P.dtype), BLK=blk)
 
 
 def lu_unpack_out(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, P, L, U):
@@ -486,7 +486,7 @@ def _solve(M, B, X, piv=None, *, sym=False, eye=False, piv_fwd=False, piv_bwd=Fa
                          *_margs(B, batch),
                          *_margs(X, batch),
                          SYM=sym, EYE=eye, PIV_FWD=piv_fwd, PIV_BWD=piv_bwd, LOWER=lower, UNIT_L=unit_l,
-                         UPPER=upper, UNIT_U=unit_u, ODT=I._odt(X.dtype), BLK=blk, BK=bk)
+                         UPPER=upper, UNIT_U=unit_u, ODT=dtype_code(X.dtype), BLK=blk, BK=bk)
     return X
 
 
@@ -518,7 +518,7 @@ def _solve_triangular(A, B, upper, left, unitriangular, out):
     if _overlaps(Xv, Bv) or _overlaps(Xv, M):
         tmp = torch.empty(Xv.shape, dtype=Xv.dtype, device=Xv.device)
         _solve(M, Bv, tmp, lower=not up, unit_l=unitriangular, upper=up, unit_u=unitriangular)
-        I.copy_into(Xv, tmp)
+        copy_into(Xv, tmp)
     else:
         _solve(M, Bv, Xv, lower=not up, unit_l=unitriangular, upper=up, unit_u=unitriangular)
     return out
@@ -570,7 +570,7 @@ def linalg_lu_solve_out(LU, pivots, B, *, left=True, adjoint=False, out):
     tmp = torch.empty(Xv.shape, dtype=Xv.dtype, device=Xv.device) if _overlaps(Xv, Bv) else Xv
     _lu_solve_into(LU, piv, Bv, tmp, adj)
     if tmp is not Xv:
-        I.copy_into(Xv, tmp)
+        copy_into(Xv, tmp)
     return out
 
 
@@ -658,7 +658,7 @@ def _cholesky(A, upper, L, info):
     if nb == 0:
         return
     if n == 0:
-        I.fill_into(info, 0)
+        fill_into(info, 0)
         return
     blk = _block(n)
     # upper: A = U^T U reads the upper triangle; that is the lower Cholesky of A^T, stored transposed
@@ -666,7 +666,7 @@ def _cholesky(A, upper, L, info):
     _cholesky_kernel[(nb,)](Av, Lv, info, n, *_bsizes(batch),
                             *_margs(Av, batch),
                             *_margs(Lv, batch),
-                            *_scal_strides(info, batch), ODT=I._odt(A.dtype), BLK=blk)
+                            *_scal_strides(info, batch), ODT=dtype_code(A.dtype), BLK=blk)
 
 
 def linalg_cholesky_ex_L(self, *, upper=False, check_errors=False, L, info):
@@ -684,7 +684,7 @@ def linalg_cholesky_ex_L(self, *, upper=False, check_errors=False, L, info):
 
 
 def _copy_of(t):
-    return I.copy_into(torch.empty(t.shape, dtype=t.dtype, device=t.device), t)
+    return copy_into(torch.empty(t.shape, dtype=t.dtype, device=t.device), t)
 
 
 def cholesky(self, upper=False):
@@ -799,7 +799,7 @@ def linalg_qr_out(A, mode="reduced", *, Q, R):
     _qr_kernel[(nb,)](A, Q, R, R, m, n, qc, *_bsizes(batch),
                       *_margs(A, batch),
                       *_margs(Q if want_q else None, batch), *_margs(R, batch),
-                      0, 0, 0, 0, 0, RMODE=0, WANT_Q=want_q, ODT=I._odt(A.dtype), BLK=blk)
+                      0, 0, 0, 0, 0, RMODE=0, WANT_Q=want_q, ODT=dtype_code(A.dtype), BLK=blk)
     return Q, R
 
 
@@ -820,7 +820,7 @@ def geqrf(self):
     _qr_kernel[(nb,)](self, a, a, tau, m, n, kk, *_bsizes(batch),
                       *_margs(self, batch),
                       *([0] * _NB), 0, 0, *_margs(a, batch), *ts, tl_,
-                      RMODE=1, WANT_Q=False, ODT=I._odt(self.dtype), BLK=blk)
+                      RMODE=1, WANT_Q=False, ODT=dtype_code(self.dtype), BLK=blk)
     return a, tau
 
 
@@ -938,7 +938,7 @@ def _linalg_svd_U(A, full_matrices=False, compute_uv=True, *, driver=None, U, S,
     ss, sl = _vec_strides(S, batch)
     _svd_kernel[(nb,)](W, S if Uk is None else Uk, S, S if Vk is None else Vk, mm, nn, ucols, *_bsizes(batch),
                        *_margs(W, batch), *_margs(Uk, batch), *ss, sl, *_margs(Vk, batch),
-                       SWEEPS=_SWEEPS, WANT_UV=bool(compute_uv), ODT=I._odt(dt), BLK=blk)
+                       SWEEPS=_SWEEPS, WANT_UV=bool(compute_uv), ODT=dtype_code(dt), BLK=blk)
     return U, S, Vh
 
 
@@ -1013,7 +1013,7 @@ def _linalg_eigh_eigenvalues(A, UPLO="L", compute_v=True, *, eigenvalues, eigenv
     ws, wl = _vec_strides(eigenvalues, batch)
     _eigh_kernel[(nb,)](Av, eigenvalues, eigenvalues if V is None else V, n, *_bsizes(batch),
                         *_margs(Av, batch), *ws, wl, *_margs(V, batch),
-                        SWEEPS=_SWEEPS, WANT_V=bool(compute_v), ODT=I._odt(A.dtype), BLK=blk)
+                        SWEEPS=_SWEEPS, WANT_V=bool(compute_v), ODT=dtype_code(A.dtype), BLK=blk)
     return eigenvalues, eigenvectors
 
 
@@ -1071,7 +1071,7 @@ def _apply_q(V, tau, C, X, trans, eye):
     ts, tl_ = _vec_strides(tau, batch)
     C = X if eye else C
     _apply_q_kernel[(nb,)](V, tau, C, X, m, ncols, kk, V.shape[-1], *_bsizes(batch), *_margs(V, batch), *ts, tl_,
-                           *_margs(C, batch), *_margs(X, batch), TRANS=trans, EYE=eye, ODT=I._odt(X.dtype),
+                           *_margs(C, batch), *_margs(X, batch), TRANS=trans, EYE=eye, ODT=dtype_code(X.dtype),
                            BLK=blk, BK=bk)
     return X
 
@@ -1091,7 +1091,7 @@ def _householder_product(input, tau, out):
     tmp = torch.empty(input.shape, dtype=input.dtype, device=input.device) if _overlaps(out, input) else out
     _apply_q(input, tau, None, tmp, False, True)
     if tmp is not out:
-        I.copy_into(out, tmp)
+        copy_into(out, tmp)
     return out
 
 
@@ -1116,7 +1116,7 @@ def _ormqr(self, input2, input3, left, transpose, out):
     tmp = torch.empty(X.shape, dtype=X.dtype, device=X.device) if _overlaps(out, input3) or _overlaps(out, self) else X
     _apply_q(self, input2, C, tmp, trans, False)
     if tmp is not X:
-        I.copy_into(X, tmp)
+        copy_into(X, tmp)
     return out
 
 
@@ -1165,14 +1165,14 @@ def _cross(self, other, dim, out):
     if n == 0:
         return out
     # components last, rows packed: (n, 3) buffers of the broadcast operands
-    a = I._contig(self.expand(shape).movedim(d, -1))
-    b = I._contig(other.expand(shape).movedim(d, -1))
+    a = contig(self.expand(shape).movedim(d, -1))
+    b = contig(other.expand(shape).movedim(d, -1))
     ov = out.movedim(d, -1)
     res = ov if ov.is_contiguous() else torch.empty(ov.shape, dtype=out.dtype, device=out.device)
-    _cross_kernel[(I.cdiv(n, 256),)](a, b, res, n, 1, 1, 1, ODT=I._odt(out.dtype), CDT=I._cdt(out.dtype),
+    _cross_kernel[(cdiv(n, 256),)](a, b, res, n, 1, 1, 1, ODT=dtype_code(out.dtype), CDT=compute_code(out.dtype),
                                           BLOCK=256)
     if res is not ov:
-        I.copy_into(ov, res)
+        copy_into(ov, res)
     return out
 
 
@@ -1277,14 +1277,14 @@ def linalg_lstsq_out(self, b, rcond=None, *, driver=None, solution, residuals, r
         _lstsq_kernel[(nb,)](U, S, Vh, B, X, res_all, rk, m, n, kk, nrhs, rc, *_bsizes(batch),
                              *_margs(U, batch), *ss, sl, *_margs(Vh, batch),
                              *_margs(B.expand(batch + (m, nrhs)), batch), *_margs(X, batch), *es, el,
-                             *_scal_strides(rk, batch), RES=True, RANK=True, ODT=I._odt(dt),
+                             *_scal_strides(rk, batch), RES=True, RANK=True, ODT=dtype_code(dt),
                              BLK=_block(m, n), BK=_block(nrhs))
     # residuals as aten: only for m > n, not for gelsy, and (gelss/gelsd) when every A has full
     # rank; whether they exist depends on the data, so that is read back (aten does too)
     has_res = m > n and driver != "gelsy" and (driver == "gels" or nb == 0 or bool((rk == n).all()))
     if has_res:
         residuals = _out(residuals, res_all.shape, dt, dev)
-        I.copy_into(residuals, res_all)
+        copy_into(residuals, res_all)
     else:
         residuals = _out(residuals, (0,), dt, dev)
     return solution, residuals, rank, singular_values
@@ -1386,12 +1386,12 @@ def linalg_ldl_factor_ex_out(self, *, hermitian=False, check_errors=False, LD, p
     info = _out(info, batch, torch.int32, self.device)
     nb = _nbatch(batch)
     if nb and n == 0:
-        I.fill_into(info, 0)
+        fill_into(info, 0)
     elif nb:
         src = _copy_of(self) if _overlaps(LD, self) else self
         ps, pl = _vec_strides(pivots, batch)
         _ldl_kernel[(nb,)](src, LD, pivots, info, n, *_bsizes(batch), *_margs(src, batch), *_margs(LD, batch),
-                           *ps, pl, *_scal_strides(info, batch), ODT=I._odt(self.dtype), BLK=blk)
+                           *ps, pl, *_scal_strides(info, batch), ODT=dtype_code(self.dtype), BLK=blk)
     if check_errors:
         _check_errors(info, "torch.linalg.ldl_factor_ex", self.dim() == 2)
     return LD, pivots, info
@@ -1491,10 +1491,10 @@ def linalg_ldl_solve_out(LD, pivots, B, *, hermitian=False, out):
     piv = pivots.expand(batch + (n,))
     ps, pl = _vec_strides(piv, batch)
     _ldl_solve_kernel[(nb,)](LD, piv, B, X, n, nrhs, *_bsizes(batch), *_margs(LD, batch), *ps, pl,
-                             *_margs(B, batch), *_margs(X, batch), ODT=I._odt(out.dtype),
+                             *_margs(B, batch), *_margs(X, batch), ODT=dtype_code(out.dtype),
                              BLK=_block(n), BK=_block(nrhs))
     if X is not out:
-        I.copy_into(out, X)
+        copy_into(out, X)
     return out
 
 
@@ -1547,10 +1547,25 @@ def linalg_matrix_exp(self):
     if nb == 0 or n == 0:
         return out
     _matrix_exp_kernel[(nb,)](self, out, n, *_bsizes(batch), *_margs(self, batch), *_margs(out, batch),
-                              DEGREE=18, ODT=I._odt(self.dtype), BLK=blk)
+                              DEGREE=18, ODT=dtype_code(self.dtype), BLK=blk)
     return out
 
 
+def triangular_solve_X(self, A, upper=True, transpose=False, unitriangular=False, *, X, M):
+    """The legacy triangular_solve: solve_triangular on the broadcast operands (A^T when
+    `transpose`, conjugated never), and A's broadcast copy as the second result."""
+    if self.dim() < 2 or A.dim() < 2:
+        raise Unsupported("triangular_solve of fewer than 2 dims (the CPU's error)")
+    batch = torch.broadcast_shapes(tuple(self.shape[:-2]), tuple(A.shape[:-2]))
+    Ab = A.expand(*batch, *A.shape[-2:])
+    solution = torch.linalg.solve_triangular(Ab.mT if transpose else Ab, self.expand(*batch, *self.shape[-2:]),
+                                             upper=upper != transpose, unitriangular=unitriangular)
+    resize_out(X, solution.shape).copy_(solution)
+    resize_out(M, Ab.shape).copy_(Ab)
+    return X, M
+
+
+# ------------------------------------------------------------------- table ----
 KERNELS: dict[str, Callable] = {
     "linalg_lu_factor_ex.out": linalg_lu_factor_ex_out,
     "lu_unpack.out": lu_unpack_out,
@@ -1580,24 +1595,8 @@ KERNELS: dict[str, Callable] = {
     "linalg_ldl_factor_ex.out": linalg_ldl_factor_ex_out,
     "linalg_ldl_solve.out": linalg_ldl_solve_out,
     "linalg_matrix_exp": linalg_matrix_exp,
+    "triangular_solve.X": triangular_solve_X,
 }
-
-
-def triangular_solve_X(self, A, upper=True, transpose=False, unitriangular=False, *, X, M):
-    """The legacy triangular_solve: solve_triangular on the broadcast operands (A^T when
-    `transpose`, conjugated never), and A's broadcast copy as the second result."""
-    if self.dim() < 2 or A.dim() < 2:
-        raise Unsupported("triangular_solve of fewer than 2 dims (the CPU's error)")
-    batch = torch.broadcast_shapes(tuple(self.shape[:-2]), tuple(A.shape[:-2]))
-    Ab = A.expand(*batch, *A.shape[-2:])
-    solution = torch.linalg.solve_triangular(Ab.mT if transpose else Ab, self.expand(*batch, *self.shape[-2:]),
-                                             upper=upper != transpose, unitriangular=unitriangular)
-    I._resize_out(X, solution.shape).copy_(solution)
-    I._resize_out(M, Ab.shape).copy_(Ab)
-    return X, M
-
-
-KERNELS["triangular_solve.X"] = triangular_solve_X
 
 
 # Compiled mode: launches skip Triton's per-call argument binding (_launch.py).

@@ -44,9 +44,9 @@ import triton
 import triton.language as tl
 
 from . import Unsupported
-from . import _impl as I
 from . import _kernels as K
 from . import _launch
+from ._common import compute_code, copy_into, dtype_code, fill_into, launch_pointwise
 from ._linalg import (_NB, _SWEEPS, _at, _bcast_batch, _block, _boff, _bsizes, _bvec, _check_errors, _col,
                       _margs, _nbatch, _out, _overlaps, _row, _scal_strides, _sign, _square, _vec_strides)
 
@@ -108,8 +108,8 @@ def _eye_into(t):
     if t.numel() == 0:
         return
     v = torch.view_as_real(t)
-    I.fill_into(v, 0.0)
-    I.fill_into(v.diagonal(0, -3, -2)[..., 0, :], 1.0)
+    fill_into(v, 0.0)
+    fill_into(v.diagonal(0, -3, -2)[..., 0, :], 1.0)
 
 
 def _copy_of(t):
@@ -118,11 +118,11 @@ def _copy_of(t):
     if t.numel():
         src, conj = _fv(t)
         dst = torch.view_as_real(c)
-        I.copy_into(dst[..., 0], src[..., 0])
+        copy_into(dst[..., 0], src[..., 0])
         if conj:
-            I.launch_pointwise("neg", dst[..., 1], [src[..., 1]], I._cdt(src.dtype))
+            launch_pointwise("neg", dst[..., 1], [src[..., 1]], compute_code(src.dtype))
         else:
-            I.copy_into(dst[..., 1], src[..., 1])
+            copy_into(dst[..., 1], src[..., 1])
     return c
 
 
@@ -325,13 +325,13 @@ def _getrf(A, LU, pivots, info, det=None, logabs=None):
     if nb == 0:
         return
     if m == 0 or n == 0:
-        I.fill_into(info, 0)
+        fill_into(info, 0)
         if det is not None:
             dv = torch.view_as_real(det)
-            I.fill_into(dv[..., 0], 1.0)
-            I.fill_into(dv[..., 1], 0.0)
+            fill_into(dv[..., 0], 1.0)
+            fill_into(dv[..., 1], 0.0)
         if logabs is not None:
-            I.fill_into(logabs, 0.0)
+            fill_into(logabs, 0.0)
         return
     blk = _block(m, n)
     av, ca = _fv(A)
@@ -344,7 +344,7 @@ def _getrf(A, LU, pivots, info, det=None, logabs=None):
                           *(_cscal(det, batch) if det is not None else [0] * _NB),
                           *(_scal_strides(logabs, batch) if logabs is not None else [0] * _NB),
                           CONJ_A=ca, DET=det is not None and logabs is None, SLOGDET=logabs is not None,
-                          ODT=I._odt(_REAL_OF[A.dtype]), BLK=blk)
+                          ODT=dtype_code(_REAL_OF[A.dtype]), BLK=blk)
 
 
 def _lu_tmp(A):
@@ -458,7 +458,7 @@ def _lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots, P, L, U):
                               *_cm(L if unpack_data else None, batch),
                               *_cm(U if unpack_data else None, batch),
                               CONJ_A=ca, DATA=bool(unpack_data), PIVOTS=bool(unpack_pivots),
-                              ODT=I._odt(_REAL_OF[P.dtype]), BLK=blk)
+                              ODT=dtype_code(_REAL_OF[P.dtype]), BLK=blk)
 
 
 def lu_unpack_out(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, P, L, U):
@@ -596,7 +596,7 @@ def _solve(M, B, X, piv=None, *, conj_m=False, conj_b=False, conj_x=False, sym=F
                           *_cm(B, batch), *_cm(X, batch),
                           SYM=sym, EYE=eye, PIV_FWD=piv_fwd, PIV_BWD=piv_bwd, LOWER=lower, UNIT_L=unit_l,
                           UPPER=upper, UNIT_U=unit_u, CONJ_M=cm != conj_m, CONJ_B=cb != conj_b,
-                          CONJ_X=cx != conj_x, ODT=I._odt(_REAL_OF[X.dtype]), BLK=blk, BK=bk)
+                          CONJ_X=cx != conj_x, ODT=dtype_code(_REAL_OF[X.dtype]), BLK=blk, BK=bk)
     return X
 
 
@@ -622,7 +622,7 @@ def _solve_triangular(A, B, upper, left, unitriangular, out):
     if _overlaps(Xv, Bv) or _overlaps(Xv, M):
         tmp = torch.empty(Xv.shape, dtype=Xv.dtype, device=Xv.device)
         _solve(M, Bv, tmp, lower=not up, unit_l=unitriangular, upper=up, unit_u=unitriangular)
-        I.copy_into(torch.view_as_real(Xv), torch.view_as_real(tmp))
+        copy_into(torch.view_as_real(Xv), torch.view_as_real(tmp))
     else:
         _solve(M, Bv, Xv, lower=not up, unit_l=unitriangular, upper=up, unit_u=unitriangular)
     return out
@@ -675,7 +675,7 @@ def linalg_lu_solve_out(LU, pivots, B, *, left=True, adjoint=False, out):
         else Xv
     _lu_solve_into(LU, piv, Bv, tmp, op, cbx)
     if tmp is not Xv:
-        I.copy_into(torch.view_as_real(Xv), torch.view_as_real(tmp))
+        copy_into(torch.view_as_real(Xv), torch.view_as_real(tmp))
     return out
 
 
@@ -777,7 +777,7 @@ def _cholesky(A, upper, L, info):
     if nb == 0:
         return
     if n == 0:
-        I.fill_into(info, 0)
+        fill_into(info, 0)
         return
     blk = _block(n)
     # upper: A = U^H U from the upper triangle; the lower triangle of A^T is that of conj(A) = L L^H,
@@ -786,7 +786,7 @@ def _cholesky(A, upper, L, info):
     av, ca = _fv(Av)
     _ccholesky_kernel[(nb,)](av, torch.view_as_real(Lv), info, n, *_bsizes(batch), *_cm(Av, batch),
                              *_cm(Lv, batch), *_scal_strides(info, batch), CONJ_A=ca,
-                             ODT=I._odt(_REAL_OF[A.dtype]), BLK=blk)
+                             ODT=dtype_code(_REAL_OF[A.dtype]), BLK=blk)
 
 
 def linalg_cholesky_ex_L(self, *, upper=False, check_errors=False, L, info):
@@ -992,7 +992,7 @@ def _linalg_svd_U(A, full_matrices=False, compute_uv=True, *, driver=None, U, S,
     _csvd_kernel[(nb,)](wv, uv, S, vv, mm, nn, ucols, *_bsizes(batch),
                         *_cm(W, batch), *_cm(Uk, batch), *ss, sl, *_cm(Vk, batch),
                         SWEEPS=_SWEEPS, WANT_UV=bool(compute_uv), CONJ_A=cw != (not tall), CONJ_U=cu,
-                        CONJ_V=cv, NORM_V=not tall, ODT=I._odt(_REAL_OF[dt]), BLK=blk)
+                        CONJ_V=cv, NORM_V=not tall, ODT=dtype_code(_REAL_OF[dt]), BLK=blk)
     return U, S, Vh
 
 
@@ -1093,7 +1093,7 @@ def _linalg_eigh_eigenvalues(A, UPLO="L", compute_v=True, *, eigenvalues, eigenv
     _ceigh_kernel[(nb,)](av, eigenvalues, eigenvalues if V is None else torch.view_as_real(V), n,
                          *_bsizes(batch), *_cm(Av, batch), *ws, wl, *_cm(V, batch),
                          SWEEPS=_SWEEPS, WANT_V=bool(compute_v), CONJ_A=ca != up,
-                         ODT=I._odt(_REAL_OF[A.dtype]), BLK=blk)
+                         ODT=dtype_code(_REAL_OF[A.dtype]), BLK=blk)
     return eigenvalues, eigenvectors
 
 
@@ -1205,7 +1205,7 @@ def linalg_qr_out(A, mode="reduced", *, Q, R):
     rv = torch.view_as_real(R)
     _cqr_kernel[(nb,)](av, torch.view_as_real(Q) if want_q else rv, rv, rv, m, n, qc, *_bsizes(batch),
                        *_cm(A, batch), *_cm(Q if want_q else None, batch), *_cm(R, batch),
-                       0, 0, 0, 0, 0, CONJ_A=ca, RMODE=0, WANT_Q=want_q, ODT=I._odt(_REAL_OF[A.dtype]),
+                       0, 0, 0, 0, 0, CONJ_A=ca, RMODE=0, WANT_Q=want_q, ODT=dtype_code(_REAL_OF[A.dtype]),
                        BLK=blk)
     return Q, R
 
@@ -1227,7 +1227,7 @@ def geqrf(self):
     av = torch.view_as_real(a)
     _cqr_kernel[(nb,)](sv, av, av, torch.view_as_real(tau), m, n, kk, *_bsizes(batch),
                        *_cm(self, batch), *([0] * _NB), 0, 0, *_cm(a, batch), *ts, tl_,
-                       CONJ_A=cs, RMODE=1, WANT_Q=False, ODT=I._odt(_REAL_OF[self.dtype]), BLK=blk)
+                       CONJ_A=cs, RMODE=1, WANT_Q=False, ODT=dtype_code(_REAL_OF[self.dtype]), BLK=blk)
     return a, tau
 
 
@@ -1300,7 +1300,7 @@ def _apply_q(V, tau, C, X, trans, eye, conj_cx=False):
     _capply_q_kernel[(nb,)](vv, tv, cc_, xv, m, ncols, kk, V.shape[-1], *_bsizes(batch), *_cm(V, batch),
                             *ts, tl_, *_cm(C, batch), *_cm(X, batch), CONJ_V=cv, CONJ_T=ct,
                             CONJ_C=ccf != conj_cx, CONJ_X=cx != conj_cx, TRANS=trans, EYE=eye,
-                            ODT=I._odt(_REAL_OF[X.dtype]), BLK=blk, BK=bk)
+                            ODT=dtype_code(_REAL_OF[X.dtype]), BLK=blk, BK=bk)
     return X
 
 
@@ -1324,7 +1324,7 @@ def _householder_product(input, tau, out):
     tmp = torch.empty(input.shape, dtype=input.dtype, device=input.device) if clash else out
     _apply_q(input, tau, None, tmp, False, True)
     if tmp is not out:
-        I.copy_into(torch.view_as_real(out), torch.view_as_real(tmp))
+        copy_into(torch.view_as_real(out), torch.view_as_real(tmp))
     return out
 
 
@@ -1356,7 +1356,7 @@ def _ormqr(self, input2, input3, left, transpose, out):
     tmp = torch.empty(X.shape, dtype=X.dtype, device=X.device) if clash else X
     _apply_q(self, input2, C, tmp, trans, False, cj)
     if tmp is not X:
-        I.copy_into(torch.view_as_real(X), torch.view_as_real(tmp))
+        copy_into(torch.view_as_real(X), torch.view_as_real(tmp))
     return out
 
 
@@ -1473,13 +1473,13 @@ def linalg_lstsq_out(self, b, rcond=None, *, driver=None, solution, residuals, r
         _clstsq_kernel[(nb,)](torch.view_as_real(U), S, torch.view_as_real(Vh), bv, torch.view_as_real(X),
                               res_all, rk, m, n, kk, nrhs, rc, *_bsizes(batch),
                               *_cm(U, batch), *ss, sl, *_cm(Vh, batch), *_cm(Bx, batch), *_cm(X, batch),
-                              *es, el, *_scal_strides(rk, batch), CONJ_B=cb, ODT=I._odt(rdt),
+                              *es, el, *_scal_strides(rk, batch), CONJ_B=cb, ODT=dtype_code(rdt),
                               BLK=_block(m, n), BK=_block(nrhs))
     # residuals as aten: only for m > n, not for gelsy, and (gelss/gelsd) when every A has full rank
     has_res = m > n and driver != "gelsy" and (driver == "gels" or nb == 0 or bool((rk == n).all()))
     if has_res:
         residuals = _out(residuals, res_all.shape, rdt, dev)
-        I.copy_into(residuals, res_all)
+        copy_into(residuals, res_all)
     else:
         residuals = _out(residuals, (0,), rdt, dev)
     return solution, residuals, rank, singular_values
@@ -1651,14 +1651,14 @@ def linalg_ldl_factor_ex_out(self, *, hermitian=False, check_errors=False, LD, p
     info = _out(info, batch, torch.int32, self.device)
     nb = _nbatch(batch)
     if nb and n == 0:
-        I.fill_into(info, 0)
+        fill_into(info, 0)
     elif nb:
         src = _copy_of(self) if _overlaps(LD, self) else self
         sv, cs = _fv(src)
         ps, pl = _vec_strides(pivots, batch)
         _cldl_kernel[(nb,)](sv, torch.view_as_real(LD), pivots, info, n, *_bsizes(batch), *_cm(src, batch),
                             *_cm(LD, batch), *ps, pl, *_scal_strides(info, batch), CONJ_A=cs,
-                            HERM=bool(hermitian), ODT=I._odt(_REAL_OF[self.dtype]), BLK=blk)
+                            HERM=bool(hermitian), ODT=dtype_code(_REAL_OF[self.dtype]), BLK=blk)
     if check_errors:
         _check_errors(info, "torch.linalg.ldl_factor_ex", self.dim() == 2)
     return LD, pivots, info
@@ -1806,10 +1806,10 @@ def linalg_ldl_solve_out(LD, pivots, B, *, hermitian=False, out):
     bv, cb = _fv(B)
     _cldl_solve_kernel[(nb,)](lv, piv, bv, torch.view_as_real(X), n, nrhs, *_bsizes(batch), *_cm(LD, batch),
                               *ps, pl, *_cm(B, batch), *_cm(X, batch), CONJ_L=cl, CONJ_B=cb,
-                              HERM=bool(hermitian), ODT=I._odt(_REAL_OF[out.dtype]), BLK=_block(n),
+                              HERM=bool(hermitian), ODT=dtype_code(_REAL_OF[out.dtype]), BLK=_block(n),
                               BK=_block(nrhs))
     if X is not out:
-        I.copy_into(torch.view_as_real(out), torch.view_as_real(X))
+        copy_into(torch.view_as_real(out), torch.view_as_real(X))
     return out
 
 
@@ -1872,7 +1872,7 @@ def linalg_matrix_exp(self):
         return out
     av, ca = _fv(self)
     _cmatrix_exp_kernel[(nb,)](av, torch.view_as_real(out), n, *_bsizes(batch), *_cm(self, batch),
-                               *_cm(out, batch), CONJ_A=ca, DEGREE=18, ODT=I._odt(_REAL_OF[self.dtype]),
+                               *_cm(out, batch), CONJ_A=ca, DEGREE=18, ODT=dtype_code(_REAL_OF[self.dtype]),
                                BLK=blk)
     return out
 

@@ -22,9 +22,10 @@ import triton
 import triton.language as tl
 
 from . import Unsupported
-from . import _impl as I
 from . import _kernels as K
 from . import _launch
+from ._common import (FLOATS, cdiv, compute_code, compute_dtype, contig, copy_into, dtype_code, empty, fill_into,
+                      launch_pointwise, next_power_of_2, promote, reduce_dims, resize_out)
 
 _BLOCK = 256
 
@@ -76,7 +77,7 @@ def _pool_out_size(size, k, pad, stride, dil, ceil_mode):
 
 
 def _check_float_or(dtype, what, allow_long=False):
-    if dtype in I._FLOATS or (allow_long and dtype == torch.int64):
+    if dtype in FLOATS or (allow_long and dtype == torch.int64):
         return
     raise Unsupported(f"{what} for dtype {dtype}")
 
@@ -163,14 +164,14 @@ def _pool_fwd_kernel(x, out, ind, total, C, ID, IH, IW, OD, OH, OW,
             div = pool
         else:
             div = cnt
-        empty = (tl.minimum(e_d, ID) <= tl.maximum(d0, 0)) | (tl.minimum(e_h, IH) <= tl.maximum(h0, 0)) | (
+        no_cover = (tl.minimum(e_d, ID) <= tl.maximum(d0, 0)) | (tl.minimum(e_h, IH) <= tl.maximum(h0, 0)) | (
             tl.minimum(e_w, IW) <= tl.maximum(w0, 0))
-        div = tl.where(empty, 1, div)
+        div = tl.where(no_cover, 1, div)
         if FL:
             res = acc / div
         else:
             res = acc // div
-        res = tl.where(empty, zero, res)
+        res = tl.where(no_cover, zero, res)
     elif KIND == _AAVG:
         res = acc / (d1 - d0) / (h1 - h0) / (w1 - w0)
     else:
@@ -329,12 +330,12 @@ class _Pool:
             return
         if x5.numel() == 0:
             raise RuntimeError("pooling: input has a zero-sized non-batch dimension")
-        cd = I._cdt(x.dtype)
-        _pool_fwd_kernel[(I.cdiv(total, _BLOCK),)](
+        cd = compute_code(x.dtype)
+        _pool_fwd_kernel[(cdiv(total, _BLOCK),)](
             x5, o5, i5, total, x5.shape[1], *self.isz, *self.osz, *x5.stride(), *o5.stride(), *i5.stride(),
             *self.k, *self.s, *self.p, *self.dil, 0 if self.divisor is None else int(self.divisor),
             KIND=KIND[self.kind], COUNT_PAD=self.count_pad, HAS_DIV=self.divisor is not None,
-            CDT=cd, ODT=I._odt(out.dtype), BLOCK=_BLOCK)
+            CDT=cd, ODT=dtype_code(out.dtype), BLOCK=_BLOCK)
 
     def backward(self, grad_out, x, grad_in, ind=None):
         g5, gi5 = _as5d(grad_out, self.nsp), _as5d(grad_in, self.nsp)
@@ -343,23 +344,23 @@ class _Pool:
         if total == 0:
             return grad_in
         if g5.numel() == 0:
-            return I.fill_into(grad_in, 0)
+            return fill_into(grad_in, 0)
         if self.kind.startswith("adaptive"):
             nj = [(o + i - 1) // i + 1 for i, o in zip(self.isz, self.osz)]
         else:
             nj = [((k - 1) * d) // s + 1 for k, s, d in zip(self.k, self.s, self.dil)]
-        _pool_bwd_kernel[(I.cdiv(total, _BLOCK),)](
+        _pool_bwd_kernel[(cdiv(total, _BLOCK),)](
             g5, i5, gi5, total, gi5.shape[1], *self.isz, *self.osz, *g5.stride(), *i5.stride(), *gi5.stride(),
             *self.k, *self.s, *self.p, *self.dil, *nj, 0 if self.divisor is None else int(self.divisor),
             KIND=KIND[self.kind], COUNT_PAD=self.count_pad, HAS_DIV=self.divisor is not None,
-            CDT=I._cdt(grad_out.dtype), ODT=I._odt(grad_in.dtype), BLOCK=_BLOCK)
+            CDT=compute_code(grad_out.dtype), ODT=dtype_code(grad_in.dtype), BLOCK=_BLOCK)
         return grad_in
 
 
 def _alloc(out, shape, dtype, device):
     if out is None:
-        return I._empty(shape, dtype, device)
-    return I._resize_out(out, shape)
+        return empty(shape, dtype, device)
+    return resize_out(out, shape)
 
 
 def _avg_pool(nsp):
@@ -451,7 +452,7 @@ def _max_unpool(nsp):
                                f"({list(self.shape)}) but got indices tensor with shape: {list(indices.shape)}")
         lead = list(self.shape[: self.dim() - nsp])
         out = _alloc(out, lead + osz, self.dtype, self.device)
-        I.fill_into(out, 0)
+        fill_into(out, 0)
         batch = 1
         for s in lead[:-1]:
             batch *= s
@@ -465,16 +466,16 @@ def _max_unpool(nsp):
         total = batch * ch * pin
         if total == 0:
             return out
-        x3 = self.reshape(batch, ch, pin) if self.is_contiguous() else I._contig(self).view(batch, ch, pin)
-        i3 = indices.reshape(batch, ch, pin) if indices.is_contiguous() else I._contig(indices).view(batch, ch, pin)
-        o = out if out.is_contiguous() else I._empty(out.shape, out.dtype, out.device)
+        x3 = self.reshape(batch, ch, pin) if self.is_contiguous() else contig(self).view(batch, ch, pin)
+        i3 = indices.reshape(batch, ch, pin) if indices.is_contiguous() else contig(indices).view(batch, ch, pin)
+        o = out if out.is_contiguous() else empty(out.shape, out.dtype, out.device)
         if o is not out:
-            I.fill_into(o, 0)
+            fill_into(o, 0)
         o3 = o.view(batch, ch, pout)
-        _unpool_kernel[(I.cdiv(total, _BLOCK),)](x3, i3, o3, total, ch, pin, pout, *x3.stride(), *i3.stride(),
+        _unpool_kernel[(cdiv(total, _BLOCK),)](x3, i3, o3, total, ch, pin, pout, *x3.stride(), *i3.stride(),
                                                       o3.stride(0), o3.stride(1), BLOCK=_BLOCK)
         if o is not out:
-            I.copy_into(out, o)
+            copy_into(out, o)
         return out
 
     return fn
@@ -636,11 +637,11 @@ def _resample_launch(mode, nsp, src, dst, params, align, bwd):
         raise RuntimeError(f"{mode}: input has a zero-sized non-batch dimension")
     taps = [1] * (3 - nsp) + [_TAPS[mode]] * nsp
     p = [0] * (3 - nsp) + list(params)
-    cd = I._cdt(src.dtype)
-    _resample_kernel[(I.cdiv(total, _BLOCK),)](
+    cd = compute_code(src.dtype)
+    _resample_kernel[(cdiv(total, _BLOCK),)](
         s5, d5, total, it.shape[1], *isz, *osz, *s5.stride(), *d5.stride(), *p,
         MODE=RESAMPLE[mode], ALIGN=bool(align), TD=taps[0], TH=taps[1], TW=taps[2], BWD=bwd,
-        CDT=cd, ODT=I._odt(dst.dtype), BLOCK=_BLOCK)
+        CDT=cd, ODT=dtype_code(dst.dtype), BLOCK=_BLOCK)
 
 
 def _acc_for(dtype):
@@ -650,15 +651,15 @@ def _acc_for(dtype):
 def _scatter_back(mode, nsp, grad_output, in_shape, params, align, grad_input):
     """Backward of a resampling/padding op: atomics into a zeroed fp32/fp64 buffer, then cast."""
     dt = grad_output.dtype
-    if dt not in I._FLOATS:
+    if dt not in FLOATS:
         raise Unsupported(f"{mode} backward for dtype {dt}")
     gi = _alloc(grad_input, in_shape, dt, grad_output.device)
     acc_dt = _acc_for(dt)
-    acc = gi if (gi.dtype == acc_dt and gi.is_contiguous()) else I._empty(in_shape, acc_dt, gi.device)
-    I.fill_into(acc, 0)
+    acc = gi if (gi.dtype == acc_dt and gi.is_contiguous()) else empty(in_shape, acc_dt, gi.device)
+    fill_into(acc, 0)
     _resample_launch(mode, nsp, grad_output, acc, params, align, True)
     if acc is not gi:
-        I.copy_into(gi, acc)
+        copy_into(gi, acc)
     return gi
 
 
@@ -788,39 +789,39 @@ def _nsc(t: torch.Tensor) -> torch.Tensor:
     try:
         return t.view(n, c, -1)
     except RuntimeError:
-        return I._contig(t).view(n, c, -1)
+        return contig(t).view(n, c, -1)
 
 
 def nll_loss2d_forward(self, target, weight, reduction, ignore_index, *, output=None, total_weight=None):
     _nll_check(self, target, weight)
     n, c, h, w_ = self.shape
     dev, dt = self.device, self.dtype
-    cd = I._cdt_torch(dt)
+    cd = compute_dtype(dt)
     x3 = _nsc(self)
-    t2 = target.reshape(n, h * w_) if target.is_contiguous() else I._contig(target).view(n, h * w_)
-    wt = I._contig(weight) if weight is not None else x3
+    t2 = target.reshape(n, h * w_) if target.is_contiguous() else contig(target).view(n, h * w_)
+    wt = contig(weight) if weight is not None else x3
     total = n * h * w_
-    loss = I._empty((n, h, w_), dt if reduction == 0 else cd, dev)
-    wsum = I._empty((n, h, w_), cd, dev)
+    loss = empty((n, h, w_), dt if reduction == 0 else cd, dev)
+    wsum = empty((n, h, w_), cd, dev)
     if total:
-        _nll_fwd_kernel[(I.cdiv(total, _BLOCK),)](x3, t2, wt, loss, wsum, total, c, h * w_, *x3.stride(),
+        _nll_fwd_kernel[(cdiv(total, _BLOCK),)](x3, t2, wt, loss, wsum, total, c, h * w_, *x3.stride(),
                                                        *t2.stride(), int(ignore_index), HAS_W=weight is not None,
-                                                       CDT=I._cdt(dt), ODT=I._odt(loss.dtype), BLOCK=_BLOCK)
+                                                CDT=compute_code(dt), ODT=dtype_code(loss.dtype), BLOCK=_BLOCK)
     tw = _alloc(total_weight, (), dt, dev)
     if reduction == 0:
         out = _alloc(output, (n, h, w_), dt, dev)
-        I.fill_into(tw, 0)
+        fill_into(tw, 0)
         if out is not loss:
-            I.copy_into(out, loss)
+            copy_into(out, loss)
         return out, tw
-    lsum = I._reduce(loss, None, False, "sum", cd, cd)
-    wtot = I._reduce(wsum, None, False, "sum", cd, cd)
-    I.copy_into(tw, wtot)
+    lsum = reduce_dims(loss, None, False, "sum", cd, cd)
+    wtot = reduce_dims(wsum, None, False, "sum", cd, cd)
+    copy_into(tw, wtot)
     out = _alloc(output, (), dt, dev)
     if reduction == 1:
-        I.launch_pointwise("div", out, [lsum, wtot], I._cdt(cd))
+        launch_pointwise("div", out, [lsum, wtot], compute_code(cd))
     else:
-        I.copy_into(out, lsum)
+        copy_into(out, lsum)
     return out, tw
 
 
@@ -832,21 +833,21 @@ def nll_loss2d_backward(grad_output, self, target, weight, reduction, ignore_ind
     total = gi.numel()
     if total == 0:
         return gi
-    gi3 = gi.view(n, c, h * w_) if gi.is_contiguous() else I._empty((n, c, h * w_), gi.dtype, gi.device)
-    t2 = target.reshape(n, h * w_) if target.is_contiguous() else I._contig(target).view(n, h * w_)
+    gi3 = gi.view(n, c, h * w_) if gi.is_contiguous() else empty((n, c, h * w_), gi.dtype, gi.device)
+    t2 = target.reshape(n, h * w_) if target.is_contiguous() else contig(target).view(n, h * w_)
     if reduction == 0:
-        g2 = grad_output.reshape(n, h * w_) if grad_output.is_contiguous() else I._contig(grad_output).view(
+        g2 = grad_output.reshape(n, h * w_) if grad_output.is_contiguous() else contig(grad_output).view(
             n, h * w_)
         gst = g2.stride()
     else:
         g2, gst = grad_output, (0, 0)
-    wt = I._contig(weight) if weight is not None else gi3
-    _nll_bwd_kernel[(I.cdiv(total, _BLOCK),)](g2, t2, wt, total_weight, gi3, total, c, h * w_, *gst,
+    wt = contig(weight) if weight is not None else gi3
+    _nll_bwd_kernel[(cdiv(total, _BLOCK),)](g2, t2, wt, total_weight, gi3, total, c, h * w_, *gst,
                                                    *t2.stride(), *gi3.stride(), int(ignore_index),
                                                    HAS_W=weight is not None, MEAN=reduction == 1,
-                                                   CDT=I._cdt(self.dtype), ODT=I._odt(gi.dtype), BLOCK=_BLOCK)
+                                            CDT=compute_code(self.dtype), ODT=dtype_code(gi.dtype), BLOCK=_BLOCK)
     if not gi.is_contiguous():
-        I.copy_into(gi, gi3.view(gi.shape))
+        copy_into(gi, gi3.view(gi.shape))
     return gi
 
 
@@ -897,52 +898,52 @@ def _ew_loss_kernel(x, y, w, g, out, total, gstride, p_bits, norm_bits, OP: tl.c
 
 
 def _ew_loss(op, self, target, reduction, param=0.0, weight=None, out=None):
-    dt = I._promote(self, target)
+    dt = promote(self, target)
     _check_float_or(dt, f"{op} loss")
     if op == "bce" and tuple(self.shape) != tuple(target.shape):
         raise ValueError(f"Using a target size ({list(target.shape)}) that is different to the input size "
                          f"({list(self.shape)}) is deprecated. Please ensure they have the same size.")
     shape = torch.broadcast_shapes(self.shape, target.shape)
-    cd = I._cdt_torch(dt)
-    xb = I._contig(self.expand(shape), cd)
-    yb = I._contig(target.expand(shape), cd)
-    wb = I._contig(weight.expand(shape), cd) if weight is not None else xb
+    cd = compute_dtype(dt)
+    xb = contig(self.expand(shape), cd)
+    yb = contig(target.expand(shape), cd)
+    wb = contig(weight.expand(shape), cd) if weight is not None else xb
     n = xb.numel()
-    loss = I._empty(shape, dt if reduction == 0 else cd, self.device)
+    loss = empty(shape, dt if reduction == 0 else cd, self.device)
     if n:
-        _ew_loss_kernel[(I.cdiv(n, _BLOCK),)](xb, yb, wb, xb, loss, n, 0, _f64_bits(param), 0, OP=LOSS[op],
-                                                   BWD=False, HAS_W=weight is not None, CDT=I._cdt(cd),
-                                                   ODT=I._odt(loss.dtype), BLOCK=_BLOCK)
+        _ew_loss_kernel[(cdiv(n, _BLOCK),)](xb, yb, wb, xb, loss, n, 0, _f64_bits(param), 0, OP=LOSS[op],
+                                            BWD=False, HAS_W=weight is not None, CDT=compute_code(cd),
+                                            ODT=dtype_code(loss.dtype), BLOCK=_BLOCK)
     if reduction == 0:
         if out is None:
             return loss
-        I._resize_out(out, shape)
-        return I.copy_into(out, loss)
-    return I._reduce(loss, None, False, "mean" if reduction == 1 else "sum", cd, dt, out)
+        resize_out(out, shape)
+        return copy_into(out, loss)
+    return reduce_dims(loss, None, False, "mean" if reduction == 1 else "sum", cd, dt, out)
 
 
 def _ew_loss_bwd(op, grad_output, self, target, reduction, param=0.0, weight=None, grad_input=None):
-    dt = I._promote(self, target)
+    dt = promote(self, target)
     _check_float_or(dt, f"{op} loss backward")
     shape = torch.broadcast_shapes(self.shape, target.shape)
-    cd = I._cdt_torch(dt)
-    xb = I._contig(self.expand(shape), cd)
-    yb = I._contig(target.expand(shape), cd)
-    wb = I._contig(weight.expand(shape), cd) if weight is not None else xb
+    cd = compute_dtype(dt)
+    xb = contig(self.expand(shape), cd)
+    yb = contig(target.expand(shape), cd)
+    wb = contig(weight.expand(shape), cd) if weight is not None else xb
     if reduction == 0:
-        gb, gst = I._contig(grad_output.expand(shape), cd), 1
+        gb, gst = contig(grad_output.expand(shape), cd), 1
     else:
         gb, gst = grad_output, 0
     n = xb.numel()
     gi = _alloc(grad_input, shape, dt, self.device)
-    res = gi if gi.is_contiguous() else I._empty(shape, dt, self.device)
+    res = gi if gi.is_contiguous() else empty(shape, dt, self.device)
     norm = 1.0 / n if (reduction == 1 and n) else 1.0
     if n:
-        _ew_loss_kernel[(I.cdiv(n, _BLOCK),)](xb, yb, wb, gb, res, n, gst, _f64_bits(param), _f64_bits(norm),
-                                                   OP=LOSS[op], BWD=True, HAS_W=weight is not None, CDT=I._cdt(cd),
-                                                   ODT=I._odt(dt), BLOCK=_BLOCK)
+        _ew_loss_kernel[(cdiv(n, _BLOCK),)](xb, yb, wb, gb, res, n, gst, _f64_bits(param), _f64_bits(norm),
+                                            OP=LOSS[op], BWD=True, HAS_W=weight is not None, CDT=compute_code(cd),
+                                            ODT=dtype_code(dt), BLOCK=_BLOCK)
     if res is not gi:
-        I.copy_into(gi, res)
+        copy_into(gi, res)
     return gi
 
 
@@ -997,24 +998,24 @@ def glu(self, dim=-1, *, out=None):
     """a * sigmoid(b) over the two halves along dim (library pointwise ops on views)."""
     _check_float_or(self.dtype, "glu")
     dim, a, b = _glu_halves(self, dim)
-    cd = I._cdt(self.dtype)
-    sig = I.launch_pointwise("sigmoid", I._empty(a.shape, self.dtype, self.device), [b], cd)
+    cd = compute_code(self.dtype)
+    sig = launch_pointwise("sigmoid", empty(a.shape, self.dtype, self.device), [b], cd)
     out = _alloc(out, a.shape, self.dtype, self.device)
-    return I.launch_pointwise("mul", out, [a, sig], cd)
+    return launch_pointwise("mul", out, [a, sig], cd)
 
 
 def glu_backward(grad_output, self, dim, *, grad_input=None):
     """d/da = g * s, d/db = g * a * s * (1 - s), s = sigmoid(b)."""
     _check_float_or(self.dtype, "glu_backward")
     dim, a, b = _glu_halves(self, dim)
-    cd = I._cdt(self.dtype)
+    cd = compute_code(self.dtype)
     gi = _alloc(grad_input, self.shape, self.dtype, self.device)
     half = a.shape[dim]
     ga, gb = gi.narrow(dim, 0, half), gi.narrow(dim, half, half)
-    sig = I.launch_pointwise("sigmoid", I._empty(a.shape, self.dtype, self.device), [b], cd)
-    one_m = I.launch_pointwise("sub", I._empty(a.shape, self.dtype, self.device), [1, sig], cd)
-    I.launch_pointwise("mul", ga, [grad_output, sig], cd)
-    I.launch_pointwise("mul_scale", gb, [ga, a, one_m], cd)
+    sig = launch_pointwise("sigmoid", empty(a.shape, self.dtype, self.device), [b], cd)
+    one_m = launch_pointwise("sub", empty(a.shape, self.dtype, self.device), [1, sig], cd)
+    launch_pointwise("mul", ga, [grad_output, sig], cd)
+    launch_pointwise("mul_scale", gb, [ga, a, one_m], cd)
     return gi
 
 
@@ -1031,13 +1032,13 @@ def channel_shuffle(self, groups, *, out=None):
     out = _alloc(out, self.shape, self.dtype, self.device)
     n, rest = self.shape[0], list(self.shape[2:])
     src = self.reshape(n, groups, c // groups, *rest) if self.is_contiguous() else \
-        I._contig(self).view(n, groups, c // groups, *rest)
+        contig(self).view(n, groups, c // groups, *rest)
     dst = out.view(n, c // groups, groups, *rest) if out.is_contiguous() else None
     if dst is None:
-        tmp = I._empty(self.shape, self.dtype, self.device)
-        I.copy_into(tmp.view(n, c // groups, groups, *rest), src.transpose(1, 2))
-        return I.copy_into(out, tmp)
-    I.copy_into(dst, src.transpose(1, 2))
+        tmp = empty(self.shape, self.dtype, self.device)
+        copy_into(tmp.view(n, c // groups, groups, *rest), src.transpose(1, 2))
+        return copy_into(out, tmp)
+    copy_into(dst, src.transpose(1, 2))
     return out
 
 
@@ -1045,26 +1046,26 @@ def _prelu_parts(self, weight):
     """(shape, dtype, compute code, x > 0 mask) of a prelu call (weight broadcasts against self)."""
     _check_float_or(self.dtype, "prelu")
     shape = torch.broadcast_shapes(self.shape, weight.shape)
-    dt = I._promote(self, weight)
-    cd = I._cdt(dt)
-    pos = I.launch_pointwise("gt", I._empty(shape, torch.bool, self.device), [self, 0], I._cdt(self.dtype))
+    dt = promote(self, weight)
+    cd = compute_code(dt)
+    pos = launch_pointwise("gt", empty(shape, torch.bool, self.device), [self, 0], compute_code(self.dtype))
     return shape, dt, cd, pos
 
 
 def _prelu_kernel(self, weight):
     """x > 0 ? x : w * x (library pointwise ops)."""
     shape, dt, cd, pos = _prelu_parts(self, weight)
-    wx = I.launch_pointwise("mul", I._empty(shape, dt, self.device), [weight, self], cd)
-    return I.launch_pointwise("where", I._empty(shape, dt, self.device), [pos, self, wx], cd)
+    wx = launch_pointwise("mul", empty(shape, dt, self.device), [weight, self], cd)
+    return launch_pointwise("where", empty(shape, dt, self.device), [pos, self, wx], cd)
 
 
 def _prelu_kernel_backward(grad_output, self, weight):
     """(x > 0 ? g : w * g, x > 0 ? 0 : x * g); grad_weight keeps the broadcast shape, as aten."""
     shape, dt, cd, pos = _prelu_parts(self, weight)
-    wg = I.launch_pointwise("mul", I._empty(shape, dt, self.device), [weight, grad_output], cd)
-    gi = I.launch_pointwise("where", I._empty(shape, dt, self.device), [pos, grad_output, wg], cd)
-    xg = I.launch_pointwise("mul", I._empty(shape, dt, self.device), [self, grad_output], cd)
-    gw = I.launch_pointwise("where", I._empty(shape, dt, self.device), [pos, 0.0, xg], cd)
+    wg = launch_pointwise("mul", empty(shape, dt, self.device), [weight, grad_output], cd)
+    gi = launch_pointwise("where", empty(shape, dt, self.device), [pos, grad_output, wg], cd)
+    xg = launch_pointwise("mul", empty(shape, dt, self.device), [self, grad_output], cd)
+    gw = launch_pointwise("where", empty(shape, dt, self.device), [pos, 0.0, xg], cd)
     return gi, gw
 
 
@@ -1145,9 +1146,9 @@ def im2col(self, kernel_size, dilation, padding, stride, *, out=None):
     o = out if self.dim() == 4 else out.unsqueeze(0)
     total = o.numel()
     if total:
-        _im2col_kernel[(I.cdiv(total, _BLOCK),)](x, o, total, c, h, w, kh, kw, lh, lw, sh, sw, ph, pw, dh, dw,
-                                                      *x.stride(), *o.stride(), 0, COL2IM=False, CDT=I._cdt(self.dtype),
-                                                      ODT=I._odt(self.dtype), BLOCK=_BLOCK)
+        _im2col_kernel[(cdiv(total, _BLOCK),)](x, o, total, c, h, w, kh, kw, lh, lw, sh, sw, ph, pw, dh, dw,
+                                               *x.stride(), *o.stride(), 0, COL2IM=False, CDT=compute_code(self.dtype),
+                                               ODT=dtype_code(self.dtype), BLOCK=_BLOCK)
     return out
 
 
@@ -1176,9 +1177,9 @@ def col2im(self, output_size, kernel_size, dilation, padding, stride, *, out=Non
     o = out if self.dim() == 3 else out.unsqueeze(0)
     total = o.numel()
     if total:
-        _im2col_kernel[(I.cdiv(total, _BLOCK),)](x, o, total, c, oh, ow, kh, kw, lh, lw, sh, sw, ph, pw, dh, dw,
-                                                      *x.stride(), 0, *o.stride(), COL2IM=True, CDT=I._cdt(self.dtype),
-                                                      ODT=I._odt(self.dtype), BLOCK=_BLOCK)
+        _im2col_kernel[(cdiv(total, _BLOCK),)](x, o, total, c, oh, ow, kh, kw, lh, lw, sh, sw, ph, pw, dh, dw,
+                                               *x.stride(), 0, *o.stride(), COL2IM=True, CDT=compute_code(self.dtype),
+                                               ODT=dtype_code(self.dtype), BLOCK=_BLOCK)
     return out
 
 
@@ -1388,8 +1389,8 @@ def _grid_sample_kernel(inp, grid, out, gin, ggrid, total, C, ID, IH, IW, OD, OH
 
 
 def _gs_blocks(c, total):
-    bc = min(I.next_power_of_2(max(c, 1)), 32)
-    bp = max(16, min(I.next_power_of_2(max(total, 1)), 4096 // bc))
+    bc = min(next_power_of_2(max(c, 1)), 32)
+    bp = max(16, min(next_power_of_2(max(total, 1)), 4096 // bc))
     return bp, bc
 
 
@@ -1421,16 +1422,16 @@ def _grid_sampler(nsp):
         x5, g5 = _gs5(input, grid, nsp)
         n, c = input.shape[:2]
         osz = list(g5.shape[1:4])
-        out = I._empty([n, c] + osz[3 - nsp:], input.dtype, input.device)
+        out = empty([n, c] + osz[3 - nsp:], input.dtype, input.device)
         o5 = out.unsqueeze(2) if nsp == 2 else out
         total = n * osz[0] * osz[1] * osz[2]
         if total and c:
             bp, bc = _gs_blocks(c, total)
-            _grid_sample_kernel[(I.cdiv(total, bp),)](
+            _grid_sample_kernel[(cdiv(total, bp),)](
                 x5, g5, o5, o5, o5, total, c, *x5.shape[2:], *osz, *x5.stride(), *g5.stride(), *o5.stride(),
                 *o5.stride(), *o5.stride(), MODE=int(interpolation_mode), PAD=int(padding_mode),
-                ALIGN=bool(align_corners), DIM3=nsp == 3, BWD=False, NEED_GIN=False, CDT=I._cdt(input.dtype),
-                ODT=I._odt(input.dtype), BLOCK=bp, BLOCK_C=bc)
+                ALIGN=bool(align_corners), DIM3=nsp == 3, BWD=False, NEED_GIN=False, CDT=compute_code(input.dtype),
+                ODT=dtype_code(input.dtype), BLOCK=bp, BLOCK_C=bc)
         return out
 
     def bwd(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask):
@@ -1441,23 +1442,23 @@ def _grid_sampler(nsp):
         osz = list(g5.shape[1:4])
         need_gin = bool(output_mask[0])
         acc_dt = _acc_for(input.dtype)
-        acc = I.fill_into(I._empty(x5.shape, acc_dt, input.device), 0) if need_gin else x5
-        ggrid = I._empty(grid.shape, grid.dtype, grid.device)
+        acc = fill_into(empty(x5.shape, acc_dt, input.device), 0) if need_gin else x5
+        ggrid = empty(grid.shape, grid.dtype, grid.device)
         q5 = ggrid.unsqueeze(1) if nsp == 2 else ggrid
         total = n * osz[0] * osz[1] * osz[2]
         if total and c:
             bp, bc = _gs_blocks(c, total)
-            _grid_sample_kernel[(I.cdiv(total, bp),)](
+            _grid_sample_kernel[(cdiv(total, bp),)](
                 x5, g5, go5, acc, q5, total, c, *x5.shape[2:], *osz, *x5.stride(), *g5.stride(), *go5.stride(),
                 *acc.stride(), *q5.stride(), MODE=int(interpolation_mode), PAD=int(padding_mode),
-                ALIGN=bool(align_corners), DIM3=nsp == 3, BWD=True, NEED_GIN=need_gin, CDT=I._cdt(input.dtype),
-                ODT=I._odt(grid.dtype), BLOCK=bp, BLOCK_C=bc)
+                ALIGN=bool(align_corners), DIM3=nsp == 3, BWD=True, NEED_GIN=need_gin, CDT=compute_code(input.dtype),
+                ODT=dtype_code(grid.dtype), BLOCK=bp, BLOCK_C=bc)
         elif ggrid.numel():
-            I.fill_into(ggrid, 0)
+            fill_into(ggrid, 0)
         gin = None
         if need_gin:
-            gin = acc.view(input.shape) if acc_dt == input.dtype else I.copy_into(
-                I._empty(input.shape, input.dtype, input.device), acc.view(input.shape))
+            gin = acc.view(input.shape) if acc_dt == input.dtype else copy_into(
+                empty(input.shape, input.dtype, input.device), acc.view(input.shape))
         return gin, ggrid
 
     return fwd, bwd
@@ -1584,15 +1585,15 @@ def _bn_forward(input, weight, bias, running_mean, running_var, training, moment
     dev = input.device
     sdt = torch.float64 if input.dtype == torch.float64 else torch.float32
     x3 = _nsc(input) if input.dim() > 2 else input.unsqueeze(2)
-    out = I._empty(input.shape, input.dtype, dev)
+    out = empty(input.shape, input.dtype, dev)
     o3 = out.view(nb, ch, -1) if input.dim() > 2 else out.unsqueeze(2)
     has_run = running_mean is not None and running_var is not None
     if not training and not has_run:
         raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
     if training:
-        smean, sinv = I._empty((ch,), sdt, dev), I._empty((ch,), sdt, dev)
+        smean, sinv = empty((ch,), sdt, dev), empty((ch,), sdt, dev)
     else:
-        smean, sinv = I._empty((0,), sdt, dev), I._empty((0,), sdt, dev)
+        smean, sinv = empty((0,), sdt, dev), empty((0,), sdt, dev)
     if training and x3.shape[0] * x3.shape[2] <= 1 and ch:
         raise RuntimeError(f"Expected more than 1 value per channel when training, got input size "
                            f"{list(input.shape)}")
@@ -1602,8 +1603,8 @@ def _bn_forward(input, weight, bias, running_mean, running_var, training, moment
         _bn_fwd_kernel[(ch,)](x3, weight if weight is not None else x3, bias if bias is not None else x3, rm, rv,
                               o3, smean, sinv, x3.shape[0], x3.shape[2], *x3.stride(), *o3.stride(),
                               _bits64(momentum), _bits64(eps), TRAIN=bool(training), HAS_W=weight is not None,
-                              HAS_B=bias is not None, HAS_RUN=has_run, CDT=I._cdt(input.dtype),
-                              ODT=I._odt(input.dtype), SDT=I._odt(sdt), RDT=I._odt(rm.dtype), BLOCK=_BLOCK)
+                              HAS_B=bias is not None, HAS_RUN=has_run, CDT=compute_code(input.dtype),
+                              ODT=dtype_code(input.dtype), SDT=dtype_code(sdt), RDT=dtype_code(rm.dtype), BLOCK=_BLOCK)
     return out, smean, sinv
 
 
@@ -1617,14 +1618,14 @@ def _native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, e
 
 def _batch_norm_with_update(input, weight, bias, running_mean, running_var, momentum, eps):
     out, m, v = _bn_forward(input, weight, bias, running_mean, running_var, True, momentum, eps)
-    return out, m, v, I._empty((0,), torch.uint8, input.device)
+    return out, m, v, empty((0,), torch.uint8, input.device)
 
 
 def _batch_norm_with_update_functional(input, weight, bias, running_mean, running_var, momentum, eps):
-    rm = I.copy_into(I._empty(running_mean.shape, running_mean.dtype, input.device), running_mean)
-    rv = I.copy_into(I._empty(running_var.shape, running_var.dtype, input.device), running_var)
+    rm = copy_into(empty(running_mean.shape, running_mean.dtype, input.device), running_mean)
+    rv = copy_into(empty(running_var.shape, running_var.dtype, input.device), running_var)
     out, m, v = _bn_forward(input, weight, bias, rm, rv, True, momentum, eps)
-    return out, m, v, I._empty((0,), torch.uint8, input.device), rm, rv
+    return out, m, v, empty((0,), torch.uint8, input.device), rm, rv
 
 
 def _bn_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
@@ -1635,9 +1636,9 @@ def _bn_backward(grad_out, input, weight, running_mean, running_var, save_mean, 
     x3 = _nsc(input) if input.dim() > 2 else input.unsqueeze(2)
     g3 = _nsc(grad_out) if grad_out.dim() > 2 else grad_out.unsqueeze(2)
     wdt = weight.dtype if weight is not None else input.dtype
-    dx = I._empty(input.shape, input.dtype, dev) if output_mask[0] else None
-    dw = I._empty((ch,), wdt, dev) if output_mask[1] else None
-    db = I._empty((ch,), wdt, dev) if output_mask[2] else None
+    dx = empty(input.shape, input.dtype, dev) if output_mask[0] else None
+    dw = empty((ch,), wdt, dev) if output_mask[1] else None
+    db = empty((ch,), wdt, dev) if output_mask[2] else None
     d3 = (dx.view(nb, ch, -1) if input.dim() > 2 else dx.unsqueeze(2)) if dx is not None else x3
     if train:
         mp, ip = save_mean, save_invstd
@@ -1650,8 +1651,8 @@ def _bn_backward(grad_out, input, weight, running_mean, running_var, save_mean, 
                               dw if dw is not None else x3, db if db is not None else x3,
                               x3.shape[0], x3.shape[2], *g3.stride(), *x3.stride(), *d3.stride(), _bits64(eps),
                               TRAIN=bool(train), HAS_W=weight is not None, NEED_DX=dx is not None,
-                              NEED_DW=dw is not None, NEED_DB=db is not None, CDT=I._cdt(input.dtype),
-                              ODT=I._odt(input.dtype), WDT=I._odt(wdt), BLOCK=_BLOCK)
+                              NEED_DW=dw is not None, NEED_DB=db is not None, CDT=compute_code(input.dtype),
+                              ODT=dtype_code(input.dtype), WDT=dtype_code(wdt), BLOCK=_BLOCK)
     return dx, dw, db
 
 
@@ -1709,138 +1710,62 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
                            f"shape {list(input.shape)} and num_groups={group}")
     dev, dt = input.device, input.dtype
-    cd = I._cdt_torch(dt)
-    ccd = I._cdt(cd)
-    rows = I._contig(input, cd).view(N, group, (C // group) * HxW)
-    mean = I._reduce(rows, [2], True, "mean", cd, cd)
+    cd = compute_dtype(dt)
+    ccd = compute_code(cd)
+    rows = contig(input, cd).view(N, group, (C // group) * HxW)
+    mean = reduce_dims(rows, [2], True, "mean", cd, cd)
     if rows.shape[2] == 0:  # empty groups: ATen's mean is 0 there (its rstd stays nan)
-        I.fill_into(mean, 0)
-    rstd = I._reduce(rows, [2], True, "var", cd, cd, corr=0.0)
-    rstd = I.launch_pointwise("add", I._empty(rstd.shape, cd, dev), [rstd, eps], ccd)
-    rstd = I.launch_pointwise("rsqrt", rstd, [rstd], ccd)
-    y = I.launch_pointwise("sub", I._empty(rows.shape, cd, dev), [rows, mean], ccd)
-    y = I.launch_pointwise("mul", y, [y, rstd], ccd).view(N, C, HxW)
+        fill_into(mean, 0)
+    rstd = reduce_dims(rows, [2], True, "var", cd, cd, corr=0.0)
+    rstd = launch_pointwise("add", empty(rstd.shape, cd, dev), [rstd, eps], ccd)
+    rstd = launch_pointwise("rsqrt", rstd, [rstd], ccd)
+    y = launch_pointwise("sub", empty(rows.shape, cd, dev), [rows, mean], ccd)
+    y = launch_pointwise("mul", y, [y, rstd], ccd).view(N, C, HxW)
     if weight is not None:
-        y = I.launch_pointwise("mul", y, [y, I._contig(weight, cd).view(1, C, 1)], ccd)
+        y = launch_pointwise("mul", y, [y, contig(weight, cd).view(1, C, 1)], ccd)
     if bias is not None:
-        y = I.launch_pointwise("add", y, [y, I._contig(bias, cd).view(1, C, 1)], ccd)
-    out = I.copy_into(I._empty(input.shape, dt, dev), y.view(input.shape))
-    to_input = (lambda t: I.copy_into(I._empty((N, group), dt, dev), t.view(N, group)))
+        y = launch_pointwise("add", y, [y, contig(bias, cd).view(1, C, 1)], ccd)
+    out = copy_into(empty(input.shape, dt, dev), y.view(input.shape))
+    to_input = (lambda t: copy_into(empty((N, group), dt, dev), t.view(N, group)))
     return out, to_input(mean), to_input(rstd)
 
 
 def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):
     _check_float_or(input.dtype, "native_group_norm_backward")
     dev, dt = input.device, input.dtype
-    cd = I._cdt_torch(dt)
-    ccd = I._cdt(cd)
+    cd = compute_dtype(dt)
+    ccd = compute_code(cd)
     if C % group:
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
                            f"shape {list(input.shape)} and num_groups={group}")
     d = C // group
-    gb = I._contig(grad_out, cd).view(N, C, HxW)
-    xb = I._contig(input, cd).view(N, C, HxW)
-    mb = I._contig(mean, cd).view(N, group)
-    rb = I._contig(rstd, cd).view(N, group)
+    gb = contig(grad_out, cd).view(N, C, HxW)
+    xb = contig(input, cd).view(N, C, HxW)
+    mb = contig(mean, cd).view(N, group)
+    rb = contig(rstd, cd).view(N, group)
     dx = dw = db = None
-    ds = I._reduce(I.launch_pointwise("mul", I._empty((N, C, HxW), cd, dev), [gb, xb], ccd), [2], False, "sum",
-                   cd, cd)
-    dbs = I._reduce(gb, [2], False, "sum", cd, cd)
+    ds = reduce_dims(launch_pointwise("mul", empty((N, C, HxW), cd, dev), [gb, xb], ccd), [2], False, "sum",
+                     cd, cd)
+    dbs = reduce_dims(gb, [2], False, "sum", cd, cd)
     if output_mask[0]:
-        dx = I._empty(input.shape, dt, dev)
+        dx = empty(input.shape, dt, dev)
         if dx.numel():
-            wb = I._contig(weight, cd) if weight is not None else xb
+            wb = contig(weight, cd) if weight is not None else xb
             _gn_bwd_dx_kernel[(N * group,)](gb, xb, ds, dbs, mb, rb, wb, dx, C, HxW, group, d,
-                                            HAS_W=weight is not None, ODT=I._odt(dt), BLOCK=_BLOCK,
-                                            BLOCK_D=max(I.next_power_of_2(max(d, 1)), 2))
+                                            HAS_W=weight is not None, ODT=dtype_code(dt), BLOCK=_BLOCK,
+                                            BLOCK_D=max(next_power_of_2(max(d, 1)), 2))
     wdt = weight.dtype if weight is not None else dt
     if output_mask[1]:
         # dw[c] = sum_n (ds[n, c] - db[n, c] * mean[n, g]) * rstd[n, g]
         me = mb.view(N, group, 1).expand(N, group, d).reshape(N, C) if d else mb.view(N, 0)
         re = rb.view(N, group, 1).expand(N, group, d).reshape(N, C) if d else rb.view(N, 0)
-        t = I.launch_pointwise("mul", I._empty((N, C), cd, dev), [dbs, me], ccd)
-        t = I.launch_pointwise("sub", I._empty((N, C), cd, dev), [ds, t], ccd)
-        t = I.launch_pointwise("mul", I._empty((N, C), cd, dev), [t, re], ccd)
-        dw = I._reduce(t, [0], False, "sum", cd, wdt)
+        t = launch_pointwise("mul", empty((N, C), cd, dev), [dbs, me], ccd)
+        t = launch_pointwise("sub", empty((N, C), cd, dev), [ds, t], ccd)
+        t = launch_pointwise("mul", empty((N, C), cd, dev), [t, re], ccd)
+        dw = reduce_dims(t, [0], False, "sum", cd, wdt)
     if output_mask[2]:
-        db = I._reduce(dbs, [0], False, "sum", cd, wdt)
+        db = reduce_dims(dbs, [0], False, "sum", cd, wdt)
     return dx, dw, db
-
-
-# ------------------------------------------------------------------- table ----
-KERNELS: dict[str, Callable] = {}
-
-
-def _reg(names, fn):
-    for n in names:
-        KERNELS[n] = fn
-
-
-_avg2_f, _avg2_b = _avg_pool(2)
-_avg3_f, _avg3_b = _avg_pool(3)
-_reg(("avg_pool2d", "avg_pool2d.out"), _avg2_f)
-_reg(("avg_pool2d_backward", "avg_pool2d_backward.grad_input"), _avg2_b)
-_reg(("avg_pool3d", "avg_pool3d.out"), _avg3_f)
-_reg(("avg_pool3d_backward", "avg_pool3d_backward.grad_input"), _avg3_b)
-_max3_f, _max3_b = _max_pool(3)
-_reg(("max_pool3d_with_indices", "max_pool3d_with_indices.out"), _max3_f)
-_reg(("max_pool3d_with_indices_backward", "max_pool3d_with_indices_backward.grad_input"), _max3_b)
-_amax2_f, _amax2_b = _adaptive_max_pool(2)
-_amax3_f, _amax3_b = _adaptive_max_pool(3)
-_reg(("adaptive_max_pool2d", "adaptive_max_pool2d.out"), _amax2_f)
-_reg(("adaptive_max_pool2d_backward", "adaptive_max_pool2d_backward.grad_input"), _amax2_b)
-_reg(("adaptive_max_pool3d", "adaptive_max_pool3d.out"), _amax3_f)
-_reg(("adaptive_max_pool3d_backward", "adaptive_max_pool3d_backward.grad_input"), _amax3_b)
-_aavg3_f, _aavg3_b = _adaptive_avg_pool(3)
-_reg(("_adaptive_avg_pool3d", "adaptive_avg_pool3d.out"), _aavg3_f)
-_reg(("_adaptive_avg_pool3d_backward", "adaptive_avg_pool3d_backward.grad_input"), _aavg3_b)
-_reg(("max_unpool2d", "max_unpool2d.out"), _max_unpool(2))
-_reg(("max_unpool3d", "max_unpool3d.out"), _max_unpool(3))
-for _nsp, _sfx in ((1, "1d"), (2, "2d"), (3, "3d")):
-    for _mode, _name in (("nearest", "upsample_nearest"), ("nearest_exact", "_upsample_nearest_exact")):
-        _f, _b = _upsample(_mode, _nsp, False)
-        _reg((f"{_name}{_sfx}", f"{_name}{_sfx}.out"), _f)
-        _reg((f"{_name}{_sfx}_backward", f"{_name}{_sfx}_backward.grad_input"), _b)
-    for _mode in ("reflect", "replicate"):
-        _name = "reflection_pad" if _mode == "reflect" else "replication_pad"
-        _f, _b = _pad(_mode, _nsp)
-        _reg((f"{_name}{_sfx}", f"{_name}{_sfx}.out"), _f)
-        _reg((f"{_name}{_sfx}_backward", f"{_name}{_sfx}_backward.grad_input"), _b)
-for _name, _mode, _nsp in (("upsample_linear1d", "linear", 1), ("upsample_bilinear2d", "linear", 2),
-                           ("upsample_trilinear3d", "linear", 3), ("upsample_bicubic2d", "cubic", 2)):
-    _f, _b = _upsample(_mode, _nsp, True)
-    _reg((_name, _name + ".out"), _f)
-    _reg((_name + "_backward", _name + "_backward.grad_input"), _b)
-KERNELS["nll_loss2d_forward"] = nll_loss2d_forward
-KERNELS["nll_loss2d_forward.output"] = nll_loss2d_forward
-KERNELS["nll_loss2d_backward"] = nll_loss2d_backward
-KERNELS["nll_loss2d_backward.grad_input"] = nll_loss2d_backward
-KERNELS["_native_batch_norm_legit"] = _native_batch_norm_legit
-KERNELS["_native_batch_norm_legit.no_stats"] = _native_batch_norm_legit_no_stats
-KERNELS["_batch_norm_with_update"] = _batch_norm_with_update
-KERNELS["_batch_norm_with_update_functional"] = _batch_norm_with_update_functional
-KERNELS["batch_norm_backward"] = batch_norm_backward
-for _name, _fn in (("mse_loss", mse_loss), ("huber_loss", huber_loss), ("smooth_l1_loss", smooth_l1_loss),
-                    ("binary_cross_entropy", binary_cross_entropy)):
-    _reg((_name, _name + ".out"), _fn)
-_reg(("mse_loss_backward", "mse_loss_backward.grad_input"), mse_loss_backward)
-_reg(("huber_loss_backward.out",), huber_loss_backward)
-_reg(("smooth_l1_loss_backward.grad_input",), smooth_l1_loss_backward)
-_reg(("binary_cross_entropy_backward", "binary_cross_entropy_backward.grad_input"), binary_cross_entropy_backward)
-_reg(("glu", "glu.out"), glu)
-_reg(("glu_backward", "glu_backward.grad_input"), glu_backward)
-_reg(("channel_shuffle", "channel_shuffle.out", "native_channel_shuffle"), channel_shuffle)
-_reg(("im2col", "im2col.out"), im2col)
-_reg(("col2im", "col2im.out"), col2im)
-KERNELS["native_group_norm_backward"] = native_group_norm_backward
-KERNELS["native_group_norm"] = native_group_norm
-KERNELS["grid_sampler_2d"], KERNELS["grid_sampler_2d_backward"] = _grid_sampler(2)
-# The 3-d sampler runs (tests/test_triton_nn.py calls it directly) but is not routed: its
-# OpInfo samples (inputs of 5M elements) take minutes under the interpreter, where the CPU
-# takes well under a second; route it once the chip runs compiled Triton.
-GRID_SAMPLER_3D = _grid_sampler(3)
-KERNELS["_prelu_kernel"] = _prelu_kernel
-KERNELS["_prelu_kernel_backward"] = _prelu_kernel_backward
 
 
 def renorm_out(self, p, dim, maxnorm, *, out):
@@ -1857,7 +1782,86 @@ def renorm_out(self, p, dim, maxnorm, *, out):
     return torch.mul(self, factor, out=out)
 
 
-KERNELS["renorm.out"] = renorm_out
+# The 3-d sampler runs (tests/test_triton_nn.py calls it directly) but is not routed: its
+# OpInfo samples (inputs of 5M elements) take minutes under the interpreter, where the CPU
+# takes well under a second; route it once the chip runs compiled Triton.
+GRID_SAMPLER_3D = _grid_sampler(3)
+
+
+# ------------------------------------------------------------------- table ----
+def _table() -> dict[str, Callable]:
+    kernels: dict[str, Callable] = {}
+
+    def add(names, fn):
+        for name in names:
+            kernels[name] = fn
+
+    avg2_f, avg2_b = _avg_pool(2)
+    avg3_f, avg3_b = _avg_pool(3)
+    add(("avg_pool2d", "avg_pool2d.out"), avg2_f)
+    add(("avg_pool2d_backward", "avg_pool2d_backward.grad_input"), avg2_b)
+    add(("avg_pool3d", "avg_pool3d.out"), avg3_f)
+    add(("avg_pool3d_backward", "avg_pool3d_backward.grad_input"), avg3_b)
+    max3_f, max3_b = _max_pool(3)
+    add(("max_pool3d_with_indices", "max_pool3d_with_indices.out"), max3_f)
+    add(("max_pool3d_with_indices_backward", "max_pool3d_with_indices_backward.grad_input"), max3_b)
+    amax2_f, amax2_b = _adaptive_max_pool(2)
+    amax3_f, amax3_b = _adaptive_max_pool(3)
+    add(("adaptive_max_pool2d", "adaptive_max_pool2d.out"), amax2_f)
+    add(("adaptive_max_pool2d_backward", "adaptive_max_pool2d_backward.grad_input"), amax2_b)
+    add(("adaptive_max_pool3d", "adaptive_max_pool3d.out"), amax3_f)
+    add(("adaptive_max_pool3d_backward", "adaptive_max_pool3d_backward.grad_input"), amax3_b)
+    aavg3_f, aavg3_b = _adaptive_avg_pool(3)
+    add(("_adaptive_avg_pool3d", "adaptive_avg_pool3d.out"), aavg3_f)
+    add(("_adaptive_avg_pool3d_backward", "adaptive_avg_pool3d_backward.grad_input"), aavg3_b)
+    add(("max_unpool2d", "max_unpool2d.out"), _max_unpool(2))
+    add(("max_unpool3d", "max_unpool3d.out"), _max_unpool(3))
+    for nsp, sfx in ((1, "1d"), (2, "2d"), (3, "3d")):
+        for mode, name in (("nearest", "upsample_nearest"), ("nearest_exact", "_upsample_nearest_exact")):
+            f, b = _upsample(mode, nsp, False)
+            add((f"{name}{sfx}", f"{name}{sfx}.out"), f)
+            add((f"{name}{sfx}_backward", f"{name}{sfx}_backward.grad_input"), b)
+        for mode in ("reflect", "replicate"):
+            name = "reflection_pad" if mode == "reflect" else "replication_pad"
+            f, b = _pad(mode, nsp)
+            add((f"{name}{sfx}", f"{name}{sfx}.out"), f)
+            add((f"{name}{sfx}_backward", f"{name}{sfx}_backward.grad_input"), b)
+    for name, mode, nsp in (("upsample_linear1d", "linear", 1), ("upsample_bilinear2d", "linear", 2),
+                            ("upsample_trilinear3d", "linear", 3), ("upsample_bicubic2d", "cubic", 2)):
+        f, b = _upsample(mode, nsp, True)
+        add((name, name + ".out"), f)
+        add((name + "_backward", name + "_backward.grad_input"), b)
+    add(("nll_loss2d_forward", "nll_loss2d_forward.output"), nll_loss2d_forward)
+    add(("nll_loss2d_backward", "nll_loss2d_backward.grad_input"), nll_loss2d_backward)
+    add(("_native_batch_norm_legit",), _native_batch_norm_legit)
+    add(("_native_batch_norm_legit.no_stats",), _native_batch_norm_legit_no_stats)
+    add(("_batch_norm_with_update",), _batch_norm_with_update)
+    add(("_batch_norm_with_update_functional",), _batch_norm_with_update_functional)
+    add(("batch_norm_backward",), batch_norm_backward)
+    for name, fn in (("mse_loss", mse_loss), ("huber_loss", huber_loss), ("smooth_l1_loss", smooth_l1_loss),
+                        ("binary_cross_entropy", binary_cross_entropy)):
+        add((name, name + ".out"), fn)
+    add(("mse_loss_backward", "mse_loss_backward.grad_input"), mse_loss_backward)
+    add(("huber_loss_backward.out",), huber_loss_backward)
+    add(("smooth_l1_loss_backward.grad_input",), smooth_l1_loss_backward)
+    add(("binary_cross_entropy_backward", "binary_cross_entropy_backward.grad_input"), binary_cross_entropy_backward)
+    add(("glu", "glu.out"), glu)
+    add(("glu_backward", "glu_backward.grad_input"), glu_backward)
+    add(("channel_shuffle", "channel_shuffle.out", "native_channel_shuffle"), channel_shuffle)
+    add(("im2col", "im2col.out"), im2col)
+    add(("col2im", "col2im.out"), col2im)
+    add(("native_group_norm_backward",), native_group_norm_backward)
+    add(("native_group_norm",), native_group_norm)
+    grid_sampler_2d, grid_sampler_2d_backward = _grid_sampler(2)
+    add(("grid_sampler_2d",), grid_sampler_2d)
+    add(("grid_sampler_2d_backward",), grid_sampler_2d_backward)
+    add(("_prelu_kernel",), _prelu_kernel)
+    add(("_prelu_kernel_backward",), _prelu_kernel_backward)
+    add(("renorm.out",), renorm_out)
+    return kernels
+
+
+KERNELS: dict[str, Callable] = _table()
 
 
 # Compiled mode: launches skip Triton's per-call argument binding (_launch.py).

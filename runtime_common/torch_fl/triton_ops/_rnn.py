@@ -11,8 +11,6 @@ from typing import Callable
 
 import torch
 
-KERNELS: dict[str, Callable] = {}
-
 
 def _gates(input_gates, hidden_gates, input_bias, hidden_bias):
     gates = input_gates + hidden_gates
@@ -75,7 +73,9 @@ def gru_cell_backward(grad_hy, workspace, has_bias):
     return grad_input, grad_hidden, grad_hy * z, None, None
 
 
-KERNELS["_thnn_fused_lstm_cell"] = lstm_cell
-KERNELS["_thnn_fused_lstm_cell_backward_impl"] = lstm_cell_backward
-KERNELS["_thnn_fused_gru_cell"] = gru_cell
-KERNELS["_thnn_fused_gru_cell_backward"] = gru_cell_backward
+KERNELS: dict[str, Callable] = {
+    "_thnn_fused_lstm_cell": lstm_cell,
+    "_thnn_fused_lstm_cell_backward_impl": lstm_cell_backward,
+    "_thnn_fused_gru_cell": gru_cell,
+    "_thnn_fused_gru_cell_backward": gru_cell_backward,
+}

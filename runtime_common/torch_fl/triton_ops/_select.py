@@ -24,11 +24,9 @@ import triton.language as tl
 from torch._prims_common import canonicalize_dim
 
 from . import Unsupported
-from . import _impl as I
 from . import _launch
+from ._common import compute_dtype, contig, copy_into, empty, fill_into, is_float, next_power_of_2, resize_out
 from ._index import _sort_impl
-
-KERNELS: dict[str, Callable] = {}
 
 _BLOCK = 1024
 # What pick_sorted_kernel takes from a sorted row.
@@ -126,11 +124,11 @@ def _pick_sorted(pick, sorted_values, sorted_indices):
     """Per-row (value, index) of sorted rows at the position `pick` chooses, in the compute
     dtype (the kernel sees fp32/fp64/int64 only), shaped as the rows without their last dim."""
     length = sorted_values.shape[-1]
-    cdt = I._cdt_torch(sorted_values.dtype)
-    sorted_values = I._contig(sorted_values, cdt)
-    v = I._empty(sorted_values.shape[:-1], cdt, sorted_values.device)
-    i = I._empty(v.shape, torch.int64, v.device)
-    block = min(max(I.next_power_of_2(length), 16), _BLOCK)
+    cdt = compute_dtype(sorted_values.dtype)
+    sorted_values = contig(sorted_values, cdt)
+    v = empty(sorted_values.shape[:-1], cdt, sorted_values.device)
+    i = empty(v.shape, torch.int64, v.device)
+    block = min(max(next_power_of_2(length), 16), _BLOCK)
     pick_sorted_kernel[(v.numel(),)](sorted_values, sorted_indices, v, i, length, PICK=pick, BLOCK=block)
     return v, i
 
@@ -139,10 +137,10 @@ def _results(v, i, dtype, values, indices):
     """The op's (values, indices) from views v, i of the output's shape: copied into the
     out= tensors (resized) when given, else into new dense tensors (v, i when already so)."""
     if values is None:
-        return I._contig(v, dtype), I._contig(i)
-    I._resize_out(values, v.shape)
-    I._resize_out(indices, i.shape)
-    return I.copy_into(values, v), I.copy_into(indices, i)
+        return contig(v, dtype), contig(i)
+    resize_out(values, v.shape)
+    resize_out(indices, i.shape)
+    return copy_into(values, v), copy_into(indices, i)
 
 
 def _reduce(op, self, d, keepdim, values, indices, take):
@@ -151,7 +149,7 @@ def _reduce(op, self, d, keepdim, values, indices, take):
     _check_outs(op, self.dtype, values, indices)
     if self.numel() == 0:  # a dim of size 0 other than d: nothing to sort
         shape = [s for k, s in enumerate(self.shape) if k != d]
-        v, i = I._empty(shape, self.dtype, self.device), I._empty(shape, torch.int64, self.device)
+        v, i = empty(shape, self.dtype, self.device), empty(shape, torch.int64, self.device)
     else:
         v, i = take(*_sorted_rows(self, d))
     if keepdim and self.dim():
@@ -170,7 +168,7 @@ def _topk(self, k, dim, largest, values=None, indices=None):
     if self.dim():
         shape[d] = k  # a 0-dim input gives its element whatever k (0 or 1), as aten does
     if 0 in shape:
-        v, i = I._empty(shape, self.dtype, self.device), I._empty(shape, torch.int64, self.device)
+        v, i = empty(shape, self.dtype, self.device), empty(shape, torch.int64, self.device)
     elif self.dim() == 0:
         v, i = (t.view(()) for t in _sorted_rows(self, d))
     else:
@@ -210,11 +208,11 @@ def kthvalue_values(self, k, dim=-1, keepdim=False, *, values, indices):
 def _median_all(self, pick):
     _decline_bool(self, "median")
     if self.numel() == 0:
-        if not I._is_float(self.dtype):
+        if not is_float(self.dtype):
             raise Unsupported("median of an empty integer tensor (ATen casts NaN to the integer type)")
-        return I.fill_into(I._empty((), self.dtype, self.device), float("nan"))
-    v, _ = _pick_sorted(pick, *_sorted_rows(I._contig(self).view(-1), 0))
-    return I._contig(v, self.dtype)
+        return fill_into(empty((), self.dtype, self.device), float("nan"))
+    v, _ = _pick_sorted(pick, *_sorted_rows(contig(self).view(-1), 0))
+    return contig(v, self.dtype)
 
 
 def _median_dim(pick, self, dim, keepdim, values=None, indices=None):
@@ -264,13 +262,14 @@ def mode_values(self, dim=-1, keepdim=False, *, values, indices):
     return _mode(self, dim, keepdim, values, indices)
 
 
-KERNELS.update({
+# ------------------------------------------------------------------- table ----
+KERNELS: dict[str, Callable] = {
     "topk": topk, "topk.values": topk_values,
     "kthvalue": kthvalue, "kthvalue.values": kthvalue_values,
     "median": median, "median.dim": median_dim, "median.dim_values": median_dim_values,
     "nanmedian": nanmedian, "nanmedian.dim": nanmedian_dim, "nanmedian.dim_values": nanmedian_dim_values,
     "mode": mode, "mode.values": mode_values,
-})
+}
 
 # Compiled mode: launches skip Triton's per-call argument binding (_launch.py).
 _launch.install(globals())

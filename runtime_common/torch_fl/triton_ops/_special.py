@@ -20,11 +20,10 @@ import triton
 import triton.language as tl
 
 from . import Unsupported
-from . import _impl as I
 from . import _kernels as K
 from . import _launch
-
-KERNELS: dict[str, Callable] = {}
+from ._common import (cdiv, check_kernel_dtypes, copy_into, device_of, dtype_code, empty, float_of, operand, promote,
+                      resize_out, shape_of)
 
 _BLOCK = 1024
 _HALF = (torch.float16, torch.bfloat16)
@@ -813,43 +812,44 @@ def polynomial_kernel(x, n, out, N, KIND: tl.constexpr, ODT: tl.constexpr, BLOCK
 # ------------------------------------------------------------- host side ---
 def _dense(v, shape, dtype, device):
     """v broadcast to `shape` as a contiguous tensor of `dtype` (v itself when it is one)."""
-    v = I._operand(v, device)
+    v = operand(v, device)
     if v.dtype == dtype and tuple(v.shape) == tuple(shape) and v.is_contiguous():
         return v
-    return I.copy_into(I._empty(shape, dtype, device), v)
+    return copy_into(empty(shape, dtype, device), v)
 
 
 def _compute(kernel, op, inputs, half_kernel, out=None):
     """ATen's structured float op: integers promote to the default float dtype, the common
     dtype T (float for half types) is computed in, the result rounded to the common dtype and
     then cast into `out`. Common dtypes ATen's CPU kernel lacks are declined (its error then)."""
-    rdt = I._float_of(I._promote(*inputs))
-    I._check_kernel_dtypes(inputs, rdt, out)
+    rdt = float_of(promote(*inputs))
+    check_kernel_dtypes(inputs, rdt, out)
     if rdt in _HALF and not half_kernel:
         raise Unsupported(f"ATen's CPU kernel has no {rdt} version of this op")
     if out is not None and not torch.can_cast(rdt, out.dtype):
         raise RuntimeError(f"result type {rdt} can't be cast to the desired output type {out.dtype}")
-    shape = I._shape_of(inputs)
-    device = I._device_of(*inputs)
+    shape = shape_of(inputs)
+    device = device_of(*inputs)
     compute = torch.float64 if rdt == torch.float64 else torch.float32
     operands = [_dense(v, shape, compute, device) for v in inputs]
     if out is not None:
-        I._resize_out(out, shape)
+        resize_out(out, shape)
     direct = out is not None and out.dtype == rdt and out.is_contiguous()
-    result = out if direct else I._empty(shape, rdt, device)
+    result = out if direct else empty(shape, rdt, device)
     numel = result.numel()
     if numel:
         # no FMA contraction by the compiler: the float operations are ATen's (and glibc's) one
         # by one, contracted only where _fms says so (Triton's own launch path: FastKernel
         # takes no compile options beyond the launch shape)
-        kernel[(I.cdiv(numel, _BLOCK),)](*operands, result, numel, op.value, ODT=I._odt(rdt), BLOCK=_BLOCK,
-                                         enable_fp_fusion=False)
+        kernel[(cdiv(numel, _BLOCK),)](*operands, result, numel, op.value, ODT=dtype_code(rdt), BLOCK=_BLOCK,
+                                       enable_fp_fusion=False)
     if out is None or direct:
         return result
-    return I.copy_into(out, result)
+    return copy_into(out, result)
 
 
-def _register_unary(name, op, half_kernel=False, with_inplace=False):
+def _unary_kernels(name, op, half_kernel=False, with_inplace=False) -> dict[str, Callable]:
+    """The functional, out= (and in-place) kernels of a unary function."""
     def functional(x):
         return _compute(special_unary_kernel, op, [x], half_kernel)
 
@@ -859,52 +859,55 @@ def _register_unary(name, op, half_kernel=False, with_inplace=False):
     def in_place(x):
         return _compute(special_unary_kernel, op, [x], half_kernel, x)
 
-    KERNELS[name] = functional
-    KERNELS[name + ".out"] = out_variant
+    kernels = {name: functional, name + ".out": out_variant}
     if with_inplace:
-        KERNELS[name + "_"] = in_place
+        kernels[name + "_"] = in_place
+    return kernels
 
 
-def _register_polynomial(name, kind):
+def _polynomial_kernels(name, kind) -> dict[str, Callable]:
+    """The functional and out= kernels of an orthogonal polynomial P_n(x)."""
     def functional(x, n):
         return _compute(polynomial_kernel, kind, [x, n], False)
 
     def out_variant(x, n, *, out):
         return _compute(polynomial_kernel, kind, [x, n], False, out)
 
-    KERNELS[name] = functional
-    KERNELS[name + ".out"] = out_variant
+    return {name: functional, name + ".out": out_variant}
 
 
+# ------------------------------------------------------------------- table ----
 # i0, i0e, i1, i1e have Half/BFloat16 CPU kernels (computing in float); the others do not
-_register_unary("i0", I0, half_kernel=True, with_inplace=True)
-_register_unary("special_i0e", I0E, half_kernel=True)
-_register_unary("special_i1", I1, half_kernel=True)
-_register_unary("special_i1e", I1E, half_kernel=True)
-_register_unary("special_bessel_j0", BESSEL_J0)
-_register_unary("special_bessel_j1", BESSEL_J1)
-_register_unary("special_bessel_y0", BESSEL_Y0)
-_register_unary("special_bessel_y1", BESSEL_Y1)
-_register_unary("special_modified_bessel_i0", I0)
-_register_unary("special_modified_bessel_i1", MODIFIED_BESSEL_I1)
-_register_unary("special_modified_bessel_k0", MODIFIED_BESSEL_K0)
-_register_unary("special_modified_bessel_k1", MODIFIED_BESSEL_K1)
-_register_unary("special_scaled_modified_bessel_k0", SCALED_MODIFIED_BESSEL_K0)
-_register_unary("special_scaled_modified_bessel_k1", SCALED_MODIFIED_BESSEL_K1)
-_register_unary("special_spherical_bessel_j0", SPHERICAL_BESSEL_J0)
-_register_unary("special_airy_ai", AIRY_AI)
-_register_polynomial("special_chebyshev_polynomial_t", CHEBYSHEV_T)
-_register_polynomial("special_chebyshev_polynomial_u", CHEBYSHEV_U)
-_register_polynomial("special_chebyshev_polynomial_v", CHEBYSHEV_V)
-_register_polynomial("special_chebyshev_polynomial_w", CHEBYSHEV_W)
-_register_polynomial("special_shifted_chebyshev_polynomial_t", SHIFTED_CHEBYSHEV_T)
-_register_polynomial("special_shifted_chebyshev_polynomial_u", SHIFTED_CHEBYSHEV_U)
-_register_polynomial("special_shifted_chebyshev_polynomial_v", SHIFTED_CHEBYSHEV_V)
-_register_polynomial("special_shifted_chebyshev_polynomial_w", SHIFTED_CHEBYSHEV_W)
-_register_polynomial("special_hermite_polynomial_h", HERMITE_H)
-_register_polynomial("special_hermite_polynomial_he", HERMITE_HE)
-_register_polynomial("special_laguerre_polynomial_l", LAGUERRE_L)
-_register_polynomial("special_legendre_polynomial_p", LEGENDRE_P)
+KERNELS: dict[str, Callable] = {
+    **_unary_kernels("i0", I0, half_kernel=True, with_inplace=True),
+    **_unary_kernels("special_i0e", I0E, half_kernel=True),
+    **_unary_kernels("special_i1", I1, half_kernel=True),
+    **_unary_kernels("special_i1e", I1E, half_kernel=True),
+    **_unary_kernels("special_bessel_j0", BESSEL_J0),
+    **_unary_kernels("special_bessel_j1", BESSEL_J1),
+    **_unary_kernels("special_bessel_y0", BESSEL_Y0),
+    **_unary_kernels("special_bessel_y1", BESSEL_Y1),
+    **_unary_kernels("special_modified_bessel_i0", I0),
+    **_unary_kernels("special_modified_bessel_i1", MODIFIED_BESSEL_I1),
+    **_unary_kernels("special_modified_bessel_k0", MODIFIED_BESSEL_K0),
+    **_unary_kernels("special_modified_bessel_k1", MODIFIED_BESSEL_K1),
+    **_unary_kernels("special_scaled_modified_bessel_k0", SCALED_MODIFIED_BESSEL_K0),
+    **_unary_kernels("special_scaled_modified_bessel_k1", SCALED_MODIFIED_BESSEL_K1),
+    **_unary_kernels("special_spherical_bessel_j0", SPHERICAL_BESSEL_J0),
+    **_unary_kernels("special_airy_ai", AIRY_AI),
+    **_polynomial_kernels("special_chebyshev_polynomial_t", CHEBYSHEV_T),
+    **_polynomial_kernels("special_chebyshev_polynomial_u", CHEBYSHEV_U),
+    **_polynomial_kernels("special_chebyshev_polynomial_v", CHEBYSHEV_V),
+    **_polynomial_kernels("special_chebyshev_polynomial_w", CHEBYSHEV_W),
+    **_polynomial_kernels("special_shifted_chebyshev_polynomial_t", SHIFTED_CHEBYSHEV_T),
+    **_polynomial_kernels("special_shifted_chebyshev_polynomial_u", SHIFTED_CHEBYSHEV_U),
+    **_polynomial_kernels("special_shifted_chebyshev_polynomial_v", SHIFTED_CHEBYSHEV_V),
+    **_polynomial_kernels("special_shifted_chebyshev_polynomial_w", SHIFTED_CHEBYSHEV_W),
+    **_polynomial_kernels("special_hermite_polynomial_h", HERMITE_H),
+    **_polynomial_kernels("special_hermite_polynomial_he", HERMITE_HE),
+    **_polynomial_kernels("special_laguerre_polynomial_l", LAGUERRE_L),
+    **_polynomial_kernels("special_legendre_polynomial_p", LEGENDRE_P),
+}
 
 # Compiled mode: launches skip Triton's per-call argument binding (_launch.py).
 _launch.install(globals())
