@@ -54,7 +54,7 @@ fi
 if has fast; then
   # Pointwise Triton launches replayed from C++ (torch_fl/_triton_fast.py) against the
   # Python launch and native CUDA; the simulated-NPU tests of that file run in CI.
-  timeout "${FAST_TIMEOUT:-300}" python3 -m pytest --noconftest tests/test_triton_fast.py -k "not npu" -q \
+  timeout "${FAST_TIMEOUT:-300}" python3 -m pytest --noconftest tests/triton_ops/test_triton_fast.py -k "not npu" -q \
     -p no:cacheprovider -rfs 2>&1 | tee "$out/fast.log"
   pack
 fi
@@ -73,7 +73,7 @@ if has triton; then
   shards=$(mktemp -d)
   # test_zz_* check that the tests of a whole file exercised every op: true of the test
   # suite, not of the device, and not of one shard; CI runs them under the interpreter.
-  python3 -m pytest --noconftest --co -q -p no:cacheprovider tests/test_triton_{ops,fft,nn,index,linalg,foreach,launch,special,select,complex,linalg_complex}.py \
+  python3 -m pytest --noconftest --co -q -p no:cacheprovider tests/triton_ops/test_triton_{ops,fft,nn,index,linalg,foreach,launch,special,select,complex,linalg_complex}.py \
     | grep '::' | grep -v '::test_zz_' > "$shards/ids"
   split -n "r/${TRITON_SHARDS:-14}" "$shards/ids" "$shards/shard-"
   for shard in "$shards"/shard-*; do

@@ -13,19 +13,20 @@ new key goes to the Python kernel, registered under a mirror op with the same sc
 (`_common.launch_pointwise`), the launch is recorded for the key: which parameter is which
 argument's data pointer, the output's, the element count, or a constant.
 
-`TORCHFL_TRITON_CPP_LAUNCH=0` turns it off (every call takes the Python kernel). Replays
+`TORCH_FL_TRITON_CPP_LAUNCH=0` turns it off (every call takes the Python kernel). Replays
 do not call Triton's launch hooks: profile with a hook-based tool (proton) with it off;
 torch.profiler sees the replays' `cuLaunchKernel` and their kernels as usual.
 """
 from __future__ import annotations
 
 import logging
-import os
 from typing import Callable, Iterable
+
+from . import env
 
 log = logging.getLogger("torch_fl")
 
-ENV = "TORCHFL_TRITON_CPP_LAUNCH"
+ENV = "TORCH_FL_TRITON_CPP_LAUNCH"
 # torch_fl::LaunchArgSource (triton_launch.h)
 _STACK_TENSOR, _OUT, _NUMEL, _CONSTANT = 0, 1, 2, 3
 # Triton's integer parameter types and their sizes in bytes (its launcher's ty_to_cpp).
@@ -47,7 +48,7 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
     `backend` is the chip's extension module; `kernel_of(op)` the Python kernel the
     mirror op runs. Returns (the ops fronted, the mirror libraries to keep alive, why
     none were, or "")."""
-    if os.environ.get(ENV, "1") == "0":
+    if env.get("TRITON_CPP_LAUNCH", "1") == "0":
         return set(), [], f"{ENV}=0"
     if not hasattr(backend, "_register_fast_triton_op"):
         return set(), [], "the backend has no C++ launch"

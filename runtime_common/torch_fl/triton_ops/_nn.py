@@ -1782,7 +1782,7 @@ def renorm_out(self, p, dim, maxnorm, *, out):
     return torch.mul(self, factor, out=out)
 
 
-# The 3-d sampler runs (tests/test_triton_nn.py calls it directly) but is not routed: its
+# The 3-d sampler runs (tests/triton_ops/test_triton_nn.py calls it directly) but is not routed: its
 # OpInfo samples (inputs of 5M elements) take minutes under the interpreter, where the CPU
 # takes well under a second; route it once the chip runs compiled Triton.
 GRID_SAMPLER_3D = _grid_sampler(3)

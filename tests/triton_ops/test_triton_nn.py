@@ -1,7 +1,7 @@
 """torch_fl.triton_ops, `nn` family: every kernel of the `nn` family of `ops.yaml` against the CPU aten op.
 
 Kernels run under Triton's interpreter on CPU tensors, or compiled on a GPU
-(tests/triton_device.py), and for a subset on `npu` tensors. Each case runs the
+(tests/triton_ops/triton_device.py), and for a subset on `npu` tensors. Each case runs the
 functional op and every out= overload of the family with the same base name (out
 tensors start empty, so the resize path is taken too).
 """

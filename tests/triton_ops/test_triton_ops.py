@@ -5,9 +5,9 @@ triton is imported), on CPU tensors and, for a subset, on `npu` tensors.
 """
 import os
 
-# TORCHFL_TRITON_TEST_DEVICE=cuda runs every check on a GPU with the kernels compiled
-# (no interpreter): `pytest --noconftest tests/test_triton_ops.py` on the device machine.
-DEVICE = os.environ.get("TORCHFL_TRITON_TEST_DEVICE", "cpu")
+# TORCH_FL_TRITON_TEST_DEVICE=cuda runs every check on a GPU with the kernels compiled
+# (no interpreter): `pytest --noconftest tests/triton_ops/test_triton_ops.py` on the device machine.
+DEVICE = os.environ.get("TORCH_FL_TRITON_TEST_DEVICE", "cpu")
 if DEVICE == "cpu":
     os.environ.setdefault("TRITON_INTERPRET", "1")
 

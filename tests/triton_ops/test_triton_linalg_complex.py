@@ -1,7 +1,7 @@
 """torch_fl.triton_ops linalg family, complex kernels (_linalg_complex.py) against the CPU aten op.
 
 Kernels run under Triton's interpreter on CPU tensors, or compiled on a GPU
-(tests/triton_device.py). Small matrices and few parametrizations: the interpreter is slow.
+(tests/triton_ops/triton_device.py). Small matrices and few parametrizations: the interpreter is slow.
 """
 from triton_device import on_device
 

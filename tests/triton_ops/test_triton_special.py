@@ -1,7 +1,7 @@
 """torch_fl.triton_ops `special` family: every kernel of the `special` family of `ops.yaml` against the CPU aten op.
 
 Kernels run under Triton's interpreter on CPU tensors, or compiled on a GPU
-(tests/triton_device.py). Each case runs the functional op and its out= overload (the out
+(tests/triton_ops/triton_device.py). Each case runs the functional op and its out= overload (the out
 tensor starts empty, so the resize path is taken too); the grids cover every branch of
 ATen's implementations: tiny, moderate and large arguments of both signs, zero, the branch
 points themselves, NaN and inf, and for the polynomials degrees from negative to past the

@@ -1,7 +1,7 @@
 """torch_fl.triton_ops linalg family: every kernel against the CPU aten op (LAPACK).
 
 Kernels run under Triton's interpreter on CPU tensors, or compiled on a GPU
-(tests/triton_device.py), and a few on `npu` tensors.
+(tests/triton_ops/triton_device.py), and a few on `npu` tensors.
 """
 from triton_device import npu_available, on_device
 

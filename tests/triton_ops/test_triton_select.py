@@ -1,5 +1,5 @@
 """torch_fl.triton_ops `select` family (topk, kthvalue, median, nanmedian, mode) against the
-CPU aten ops, under Triton's interpreter or compiled on a GPU (tests/triton_device.py).
+CPU aten ops, under Triton's interpreter or compiled on a GPU (tests/triton_ops/triton_device.py).
 
 Values must match exactly. Indices must match where the selected value occurs once in its
 row; among equal values ATen's CPU choice is its selection algorithm's (std::nth_element,

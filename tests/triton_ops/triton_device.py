@@ -1,13 +1,13 @@
 """Where the Triton kernel tests run their kernels.
 
 By default under Triton's interpreter on CPU tensors (TRITON_INTERPRET=1, set here before
-triton is imported). With TORCHFL_TRITON_TEST_DEVICE=cuda the same tests compile the kernels
+triton is imported). With TORCH_FL_TRITON_TEST_DEVICE=cuda the same tests compile the kernels
 for the GPU and run them on cuda tensors (scripts/nvgpu_device_run.sh, stage `triton`);
 references stay aten's CPU ops either way. Import this module before torch_fl.triton_ops.
 """
 import os
 
-DEVICE = os.environ.get("TORCHFL_TRITON_TEST_DEVICE", "cpu")
+DEVICE = os.environ.get("TORCH_FL_TRITON_TEST_DEVICE", "cpu")
 if DEVICE == "cpu":
     os.environ.setdefault("TRITON_INTERPRET", "1")
 

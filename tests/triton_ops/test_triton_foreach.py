@@ -1,7 +1,7 @@
 """torch_fl.triton_ops, foreach family: every torch._foreach_* kernel against aten's CPU op.
 
 The table kernel (one launch for a whole tensor list) runs under Triton's interpreter on
-CPU tensors here, compiled on a GPU with TORCHFL_TRITON_TEST_DEVICE=cuda. A chip whose Triton
+CPU tensors here, compiled on a GPU with TORCH_FL_TRITON_TEST_DEVICE=cuda. A chip whose Triton
 is interpreted (the simulated `npu`) does not route the family at all (COMPILED_ONLY): torch's
 per-tensor decomposition reaches its vendor kernels, faster there (see the last test).
 """

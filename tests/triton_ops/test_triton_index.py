@@ -1,6 +1,6 @@
 """torch_fl.triton_ops `index` family (scans, sorting, indexing, scatter, selection)
 against the CPU aten ops, under Triton's interpreter or compiled on a GPU
-(tests/triton_device.py); a few cases on `npu` tensors."""
+(tests/triton_ops/triton_device.py); a few cases on `npu` tensors."""
 from triton_device import DEVICE, npu_available, on_device
 
 import pytest  # noqa: E402

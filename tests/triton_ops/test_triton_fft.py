@@ -5,7 +5,7 @@ backend is installed.
 """
 import os
 
-DEVICE = os.environ.get("TORCHFL_TRITON_TEST_DEVICE", "cpu")  # "cuda": compiled kernels on a GPU
+DEVICE = os.environ.get("TORCH_FL_TRITON_TEST_DEVICE", "cpu")  # "cuda": compiled kernels on a GPU
 if DEVICE == "cpu":
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
