@@ -41,6 +41,13 @@ class Chip:
     description: str
     capability: tuple[int, int] = (0, 0)  # MAJOR, MINOR (chip.capability)
 
+    def __post_init__(self):
+        # The name becomes a Python package, a C++ string and torch's device type.
+        if not (self.name.isidentifier() and self.name.isascii() and self.name.islower()):
+            raise ValueError(f"chip name {self.name!r} is not a lowercase ASCII identifier")
+        if self.integration not in ("privateuse1", "native"):
+            raise ValueError(f"integration {self.integration!r} is neither privateuse1 nor native")
+
     @property
     def package(self) -> str:
         """Python package of the generated backend, e.g. torch_fl_npu."""
@@ -82,6 +89,14 @@ class Driver:
     # Every version the spec builds: driver.version first, then driver.versions in order.
     versions: tuple[str, ...] = ()
     version_encoding: str = "cuda"      # how driver_version encodes it: VERSION_SCALES' key
+
+    def __post_init__(self):
+        if tuple(hook for hook, _ in self.hooks) != REQUIRED_HOOKS:
+            raise ValueError("driver hooks must be REQUIRED_HOOKS, in order")
+        if self.version_encoding not in VERSION_SCALES:
+            raise ValueError(f"unknown driver version encoding {self.version_encoding!r}")
+        if self.versions and self.versions[0] != self.default_version:
+            raise ValueError("Driver.versions starts with the default version")
 
     @property
     def default_version(self) -> str:
@@ -168,6 +183,12 @@ class OpEntry:
     signature: OpSignature
     line: int                           # line in the spec, for error messages pointing back
 
+    def __post_init__(self):
+        if any(step not in FALLBACK_STEPS for step in self.fallback):
+            raise ValueError(f"{self.name}: unknown fallback step in {self.fallback}")
+        if self.require_vendor and (self.kernel is None or self.fallback):
+            raise ValueError(f"{self.name}: 'require: vendor' needs a kernel and no fallback")
+
     @property
     def cpp_ident(self) -> str:
         """A C++ identifier for this op, e.g. add_Tensor, add__Tensor."""
@@ -184,6 +205,12 @@ class Route:
     chain: tuple[str, ...]              # steps after (or instead of) it: triton | cpu; () = error
     triton: bool                        # the Triton step serves the op when the chain reaches it
     line: int | None = None             # the spec line naming the op; None: fallback.default
+
+    def __post_init__(self):
+        if any(step not in FALLBACK_STEPS for step in self.chain):
+            raise ValueError(f"{self.op}: unknown fallback step in {self.chain}")
+        if self.triton and self.chain[:1] != ("triton",):
+            raise ValueError(f"{self.op}: Triton serves only a chain that starts with triton")
 
     @property
     def path(self) -> str:
@@ -204,6 +231,12 @@ class FallbackPolicy:
     warn: str                           # once | always | never
     triton: str                         # how the triton step runs: compile | interpret
 
+    def __post_init__(self):
+        if any(step not in FALLBACK_STEPS for step in self.default):
+            raise ValueError(f"unknown fallback step in {self.default}")
+        if self.warn not in WARN_POLICIES or self.triton not in TRITON_MODES:
+            raise ValueError(f"fallback warn {self.warn!r} / triton {self.triton!r} out of range")
+
 
 @dataclass(frozen=True)
 class Amp:
@@ -214,6 +247,10 @@ class Amp:
     lower_precision_ops: tuple[str, ...] = ()
     fp32_ops: tuple[str, ...] = ()
     promote_ops: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.default not in self.dtypes:
+            raise ValueError(f"amp default {self.default!r} is not one of {self.dtypes}")
 
 
 @dataclass(frozen=True)
@@ -241,6 +278,16 @@ class ChipSpec:
     distributed: Distributed | None = None
     # The shared Triton library's ops (runtime data, passed in: the model imports no runtime).
     triton_catalog: TritonCatalog = TritonCatalog(ops=frozenset(), compiled_only=frozenset())
+
+    def __post_init__(self):
+        names = [op.name for op in self.ops]
+        if len(names) != len(set(names)):
+            raise ValueError("an op is named twice in ops")
+        # autograd, optimizers and the generated suite compute in a floating dtype
+        if not set(self.dtypes) & set(FLOATING_DTYPES):
+            raise ValueError(f"dtypes {self.dtypes} hold no floating dtype")
+        if self.amp is not None and not set(self.amp.dtypes) <= set(self.dtypes):
+            raise ValueError(f"amp dtypes {self.amp.dtypes} are not all in dtypes {self.dtypes}")
 
     def route(self, name: str) -> Route:
         """The one routing decision. A named op keeps its kernel and its own chain (a vendor

@@ -5,6 +5,7 @@ import re
 
 from ..errors import SpecError
 from ..yaml_loader import YamlDocument
+from . import dtypes as dtypes_check
 from . import ops as ops_check
 from ._common import get
 
@@ -44,6 +45,7 @@ def errors(doc: YamlDocument, data: dict) -> list[SpecError]:
                 out.append(doc.error(path + ("ops",), "an op has a kernel but the spec has no 'kernels' section",
                                      at="key"))
         overlay_dtypes = overlay.get("dtypes")
+        out += dtypes_check.floating_errors(doc, overlay_dtypes, path + ("dtypes",))
         amp_dtypes = get(data, "amp", "dtypes")
         if isinstance(overlay_dtypes, list) and isinstance(amp_dtypes, list):
             for dt in amp_dtypes:

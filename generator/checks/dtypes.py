@@ -8,11 +8,13 @@ from ..yaml_loader import YamlDocument
 
 def errors(doc: YamlDocument, data: dict) -> list[SpecError]:
     """The chip computes in at least one floating dtype."""
-    out: list[SpecError] = []
-    dtypes = data.get("dtypes")
+    return floating_errors(doc, data.get("dtypes"), ("dtypes",))
+
+
+def floating_errors(doc: YamlDocument, dtypes, path: tuple) -> list[SpecError]:
+    """A dtype list (the spec's, or a driver overlay's) holds a floating dtype."""
     if isinstance(dtypes, list) and dtypes and all(isinstance(d, str) for d in dtypes) \
             and not set(dtypes) & set(FLOATING_DTYPES):
-        out.append(doc.error(("dtypes",), "the chip lists no floating dtype; autograd, optimizers and the "
-                             "generated tests compute in one",
-                             hint="add one of " + ", ".join(FLOATING_DTYPES)))
-    return out
+        return [doc.error(path, "the chip lists no floating dtype; autograd, optimizers and the "
+                          "generated tests compute in one", hint="add one of " + ", ".join(FLOATING_DTYPES))]
+    return []

@@ -301,3 +301,15 @@ def test_kernel_source_must_be_cpp(tmp_path):
                  "  headers: [simnpu/simnpu_kernels.h]\n  sources: [kernels.py]"))
     errors = errors_of(tmp_path, text)
     assert len(errors) == 1 and "kernels.sources[0]" in errors[0] and "kernels.py" in errors[0]
+
+
+def test_a_driver_overlay_without_a_floating_dtype_is_refused(tmp_path):
+    """An overlay's dtypes hold a floating dtype, like the spec's own (before, validation passed
+    and generating that driver version died in the suite's dtype choice)."""
+    text = edit(("      dtypes: [bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64]",
+                 "      dtypes: [bool, uint8, int8]"))
+    with pytest.raises(SpecErrors) as info:
+        load_spec(write(tmp_path, text))
+    (error,) = [e for e in info.value.errors if "floating" in e.message]
+    assert error.path == 'driver.versions."2.0".dtypes'
+    assert error.line == line_of(text, "      dtypes: [bool, uint8, int8]") and error.hint.startswith("add one of float32")

@@ -121,3 +121,18 @@ def test_fallback_only_ops(tmp_path):
 def test_parse_spec_bytes_matches_file(npu):
     s = parse_spec_bytes(NPU.read_bytes(), NPU, display="specs/npu.yaml")
     assert s.ops == npu.ops and s.driver == npu.driver and s.source_display == "specs/npu.yaml"
+
+
+def test_the_model_checks_its_own_invariants():
+    """Model classes refuse values the checks would have refused (a bug in construction
+    surfaces at the model, not in a template)."""
+    with pytest.raises(ValueError, match="unknown fallback step"):
+        model.FallbackPolicy(default=("gpu",), warn="once", triton="compile")
+    with pytest.raises(ValueError, match="out of range"):
+        model.FallbackPolicy(default=("cpu",), warn="sometimes", triton="compile")
+    with pytest.raises(ValueError, match="not a lowercase ASCII identifier"):
+        model.Chip(name="npu\n", vendor="v", integration="privateuse1", description="")
+    with pytest.raises(ValueError, match="amp default"):
+        model.Amp(dtypes=("float16",), default="bfloat16")
+    with pytest.raises(ValueError, match="starts with triton"):
+        model.Route(op="add.Tensor", kernel=None, chain=("cpu",), triton=True)
