@@ -225,3 +225,12 @@ def test_random_op_on_the_cpu_path_draws_from_the_chip_generator(npu_backend):
     r = last_json_line(proc.stdout)
     assert r["paths"].get("cpu") == 2
     assert r["replay"] and r["like_cpu"] and r["advanced"] and r["host_untouched"]
+
+
+def test_importing_the_package_before_torch_registers_the_chip():
+    """`import torch_fl_npu` first: torch's autoload calls back into the package while torch
+    imports, so the package must be complete before it imports the runtime."""
+    proc = run_python("import torch_fl_npu, torch; print(torch.zeros(2, device='npu').add(1).cpu().tolist())",
+                      timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[1.0, 1.0]"

@@ -1,8 +1,9 @@
-"""How the generated OpInfo suite compares the chip with the CPU (generated/npu/tests/test_opinfo.py):
-the float64 accuracy rule and index results of unstable sorts."""
+"""How the generated OpInfo suite compares the chip with the CPU (torch_fl.testing.opinfo, which
+generated/npu/tests/test_opinfo.py runs): the float64 accuracy rule and index results of
+unstable sorts."""
 from __future__ import annotations
 
-import importlib.util
+import importlib
 from types import SimpleNamespace
 
 import pytest
@@ -13,11 +14,13 @@ from spec_helpers import ROOT
 
 @pytest.fixture(scope="module")
 def suite():
-    path = ROOT / "generated" / "npu" / "tests" / "test_opinfo.py"
-    spec = importlib.util.spec_from_file_location("npu_test_opinfo", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """torch_fl.testing.opinfo configured for the npu, as the generated conftest.py does."""
+    import torch_fl_npu
+    from torch_fl.testing import suite as chip_suite
+
+    chip_suite.configure(torch_fl_npu.spec, tests_dir=ROOT / "generated" / "npu" / "tests",
+                         build_command="torchfl-gen build specs/npu.yaml")
+    return importlib.import_module("torch_fl.testing.opinfo")
 
 
 def _results():

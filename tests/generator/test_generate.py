@@ -613,7 +613,7 @@ def test_kernel_sources_and_cuda_toolkit_reach_the_build(tmp_path):
     files = render(spec, ROOT / "generated" / "nvgpu")
     setup = files["setup.py"]
     assert 'KERNEL_SOURCES = ["../../chips/nvgpu/src/nvgpu_kernels.cpp"]' in setup
-    assert "from torch.utils.cpp_extension import BuildExtension, CUDAExtension as Extension" in setup
+    assert "from torch.utils.cpp_extension import CUDAExtension as Extension" in setup
     assert "+ [relative(p) for p in resolve(KERNEL_SOURCES)]" in setup
     ast.parse(setup)
     # The CPU-only chip keeps the plain C++ extension and lists no sources.

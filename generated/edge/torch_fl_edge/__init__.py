@@ -6,19 +6,40 @@
 mirrors `torch.cuda` and tensors accept `device="edge"`. Registration is
 torch_fl.backend's, given this chip's spec.
 """
-from torch_fl.backend import ChipBackend
-
 from . import spec
 
 __version__ = spec.PACKAGE_VERSION
 
-_backend = ChipBackend(__name__, spec)
-_register = _backend.register
-_autoload = _backend.autoload
-load_error = _backend.load_error
+# Made on first use, not at import: importing torch_fl imports torch, whose autoload calls
+# back into this package, so this module must be complete before torch_fl is imported.
+_backend = None
+
+
+def _chip_backend():
+    global _backend
+    if _backend is None:
+        from torch_fl.backend import ChipBackend
+
+        _backend = ChipBackend(__name__, spec)
+    return _backend
+
+
+def _register():
+    """Rename PrivateUse1 to `edge` and install `torch.edge` (idempotent)."""
+    _chip_backend().register()
+
+
+def _autoload():
+    """The entry point `import torch` runs: a broken backend must not break torch."""
+    _chip_backend().autoload()
+
+
+def load_error():
+    """Why the backend could not be registered or its driver loaded, or None."""
+    return _chip_backend().load_error()
 
 
 def __getattr__(name):
     if name == "triton_status":  # set when the backend registers
-        return _backend.triton_status
+        return _chip_backend().triton_status
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
