@@ -162,12 +162,12 @@ class OpSignature:
     def call_args(self) -> str:
         return ", ".join(a.name for a in self.arguments)
 
-    def kernel_call_args(self) -> str:
+    def kernel_call_args(self) -> tuple[str, ...]:
         """The arguments a vendor kernel is called with. Kernels read raw memory, so an input
         that is a lazily conjugated or negated view (torch's math bits, which torch lets through
         to the backend for mm, addmm, bmm, dot, copy_, ...) is materialised first."""
-        return ", ".join(f"torch_fl::resolve_math_bits({a.name})" if a.reads_tensor else a.name
-                         for a in self.arguments)
+        return tuple(f"torch_fl::resolve_math_bits({a.name})" if a.reads_tensor else a.name
+                     for a in self.arguments)
 
     @property
     def written_tensors(self) -> tuple[str, ...]:

@@ -128,10 +128,23 @@ class VendorWrapper:
     guard_arg: str | None  # the first tensor argument: its device is made current
     call: str            # the kernel call
     written: tuple[str, ...]  # tensors the kernel writes: refused when they carry a math bit
+    note_missing: str    # the registration's call when the library lacks the kernel
 
 
 def _guard_arg(op: OpEntry) -> str | None:
     return next((arg.name for arg in op.signature.arguments if arg.reads_tensor or arg.writes_tensor), None)
+
+
+CPP_WIDTH = 110  # generated C++ lines stay within this, as hand-written code would
+
+
+def cpp_call(head: str, args, before: str = "", indent: str = "") -> str:
+    """`head(args)` written after `before` on a line indented by `indent`: on one line when it
+    fits CPP_WIDTH, else one argument a line, indented one level deeper than the line."""
+    one_line = f"{head}({', '.join(args)})"
+    if len(before) + len(one_line) + 2 <= CPP_WIDTH or not args:  # + 2: the ` {` or `;` after it
+        return one_line
+    return f"{head}(\n" + ",\n".join(f"{indent}    {a}" for a in args) + ")"
 
 
 def vendor_wrappers(spec: ChipSpec) -> list[VendorWrapper]:
@@ -139,10 +152,15 @@ def vendor_wrappers(spec: ChipSpec) -> list[VendorWrapper]:
     assert spec.kernels is not None or not spec.vendor_ops
     for op in spec.vendor_ops:
         name = f"{op.cpp_ident}_vendor"
-        args = op.signature.kernel_call_args()
-        call = f"{spec.kernels.namespace}::{op.kernel}(torch_fl::StreamArg::current(){', ' if args else ''}{args})"
-        wrappers.append(VendorWrapper(op=op, decl=op.signature.decl(name), guard_arg=_guard_arg(op), call=call,
-                                      written=op.signature.written_tensors))
+        sig = op.signature
+        decl = cpp_call(f"{sig.returns} {name}", [f"{a.cpp_type} {a.name}" for a in sig.arguments])
+        call = cpp_call(f"{spec.kernels.namespace}::{op.kernel}",
+                        ["torch_fl::StreamArg::current()", *sig.kernel_call_args()], before="  return ", indent="  ")
+        note_missing = cpp_call("torch_fl::note_missing_kernel", [
+            cpp_string(op.name), cpp_string(op.kernel), str(op.line), "true" if op.require_vendor else "false"],
+            before="    ", indent="    ")
+        wrappers.append(VendorWrapper(op=op, decl=decl, guard_arg=_guard_arg(op), call=call,
+                                      written=sig.written_tensors, note_missing=note_missing))
     return wrappers
 
 

@@ -37,7 +37,11 @@ at::Tensor add_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, 
   static torch_fl::PathCounter counter("add.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::add(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other), alpha);
+  return simnpu::ops::add(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(other),
+      alpha);
 }
 
 // mul.Tensor(Tensor self, Tensor other) -> Tensor
@@ -45,7 +49,10 @@ at::Tensor mul_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) 
   static torch_fl::PathCounter counter("mul.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mul(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other));
+  return simnpu::ops::mul(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(other));
 }
 
 // relu(Tensor self) -> Tensor
@@ -57,11 +64,18 @@ at::Tensor relu_vendor(const at::Tensor & self) {
 }
 
 // threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor
-at::Tensor threshold_backward_vendor(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & threshold) {
+at::Tensor threshold_backward_vendor(
+    const at::Tensor & grad_output,
+    const at::Tensor & self,
+    const at::Scalar & threshold) {
   static torch_fl::PathCounter counter("threshold_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::threshold_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(self), threshold);
+  return simnpu::ops::threshold_backward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(grad_output),
+      torch_fl::resolve_math_bits(self),
+      threshold);
 }
 
 // mm(Tensor self, Tensor mat2) -> Tensor
@@ -69,23 +83,46 @@ at::Tensor mm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   static torch_fl::PathCounter counter("mm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mm(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(mat2));
+  return simnpu::ops::mm(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(mat2));
 }
 
 // addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
-at::Tensor addmm_vendor(const at::Tensor & self, const at::Tensor & mat1, const at::Tensor & mat2, const at::Scalar & beta, const at::Scalar & alpha) {
+at::Tensor addmm_vendor(
+    const at::Tensor & self,
+    const at::Tensor & mat1,
+    const at::Tensor & mat2,
+    const at::Scalar & beta,
+    const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("addmm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::addmm(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(mat1), torch_fl::resolve_math_bits(mat2), beta, alpha);
+  return simnpu::ops::addmm(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(mat1),
+      torch_fl::resolve_math_bits(mat2),
+      beta,
+      alpha);
 }
 
 // sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
-at::Tensor sum_dim_IntList_vendor(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
+at::Tensor sum_dim_IntList_vendor(
+    const at::Tensor & self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    ::std::optional<at::ScalarType> dtype) {
   static torch_fl::PathCounter counter("sum.dim_IntList", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::sum(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), dim, keepdim, dtype);
+  return simnpu::ops::sum(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      dim,
+      keepdim,
+      dtype);
 }
 
 // fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)
@@ -112,7 +149,11 @@ at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_bl
   counter.hit();
   torch_fl::check_no_math_bits(self, "copy_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::copy_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(src), non_blocking);
+  return simnpu::ops::copy_(
+      torch_fl::StreamArg::current(),
+      self,
+      torch_fl::resolve_math_bits(src),
+      non_blocking);
 }
 
 // `copy_` is not registered as an operator: it serves same-device copies

@@ -68,7 +68,11 @@ at::Tensor add_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, 
   static torch_fl::PathCounter counter("add.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::add(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other), alpha);
+  return simnpu::ops::add(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(other),
+      alpha);
 }
 
 // add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)
@@ -85,7 +89,11 @@ at::Tensor sub_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, 
   static torch_fl::PathCounter counter("sub.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::sub(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other), alpha);
+  return simnpu::ops::sub(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(other),
+      alpha);
 }
 
 // sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)
@@ -102,7 +110,10 @@ at::Tensor mul_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) 
   static torch_fl::PathCounter counter("mul.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mul(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other));
+  return simnpu::ops::mul(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(other));
 }
 
 // mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
@@ -119,7 +130,10 @@ at::Tensor div_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) 
   static torch_fl::PathCounter counter("div.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::div(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other));
+  return simnpu::ops::div(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(other));
 }
 
 // div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
@@ -132,21 +146,39 @@ at::Tensor & div__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
 }
 
 // add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)
-at::Tensor & add_out_vendor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, at::Tensor & out) {
+at::Tensor & add_out_vendor(
+    const at::Tensor & self,
+    const at::Tensor & other,
+    const at::Scalar & alpha,
+    at::Tensor & out) {
   static torch_fl::PathCounter counter("add.out", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(out, "add.out");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::add_out(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other), alpha, out);
+  return simnpu::ops::add_out(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(other),
+      alpha,
+      out);
 }
 
 // sub.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)
-at::Tensor & sub_out_vendor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, at::Tensor & out) {
+at::Tensor & sub_out_vendor(
+    const at::Tensor & self,
+    const at::Tensor & other,
+    const at::Scalar & alpha,
+    at::Tensor & out) {
   static torch_fl::PathCounter counter("sub.out", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(out, "sub.out");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::sub_out(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other), alpha, out);
+  return simnpu::ops::sub_out(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(other),
+      alpha,
+      out);
 }
 
 // mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
@@ -155,7 +187,11 @@ at::Tensor & mul_out_vendor(const at::Tensor & self, const at::Tensor & other, a
   counter.hit();
   torch_fl::check_no_math_bits(out, "mul.out");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mul_out(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other), out);
+  return simnpu::ops::mul_out(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(other),
+      out);
 }
 
 // div.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
@@ -164,7 +200,11 @@ at::Tensor & div_out_vendor(const at::Tensor & self, const at::Tensor & other, a
   counter.hit();
   torch_fl::check_no_math_bits(out, "div.out");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::div_out(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(other), out);
+  return simnpu::ops::div_out(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(other),
+      out);
 }
 
 // relu(Tensor self) -> Tensor
@@ -185,11 +225,18 @@ at::Tensor & relu__vendor(at::Tensor & self) {
 }
 
 // threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor
-at::Tensor threshold_backward_vendor(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & threshold) {
+at::Tensor threshold_backward_vendor(
+    const at::Tensor & grad_output,
+    const at::Tensor & self,
+    const at::Scalar & threshold) {
   static torch_fl::PathCounter counter("threshold_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::threshold_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(self), threshold);
+  return simnpu::ops::threshold_backward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(grad_output),
+      torch_fl::resolve_math_bits(self),
+      threshold);
 }
 
 // mm(Tensor self, Tensor mat2) -> Tensor
@@ -197,47 +244,133 @@ at::Tensor mm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   static torch_fl::PathCounter counter("mm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mm(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(mat2));
+  return simnpu::ops::mm(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(mat2));
 }
 
 // addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
-at::Tensor addmm_vendor(const at::Tensor & self, const at::Tensor & mat1, const at::Tensor & mat2, const at::Scalar & beta, const at::Scalar & alpha) {
+at::Tensor addmm_vendor(
+    const at::Tensor & self,
+    const at::Tensor & mat1,
+    const at::Tensor & mat2,
+    const at::Scalar & beta,
+    const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("addmm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::addmm(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(mat1), torch_fl::resolve_math_bits(mat2), beta, alpha);
+  return simnpu::ops::addmm(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(mat1),
+      torch_fl::resolve_math_bits(mat2),
+      beta,
+      alpha);
 }
 
 // convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor
-at::Tensor convolution_vendor(const at::Tensor & input, const at::Tensor & weight, const ::std::optional<at::Tensor> & bias, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups) {
+at::Tensor convolution_vendor(
+    const at::Tensor & input,
+    const at::Tensor & weight,
+    const ::std::optional<at::Tensor> & bias,
+    at::IntArrayRef stride,
+    at::IntArrayRef padding,
+    at::IntArrayRef dilation,
+    bool transposed,
+    at::IntArrayRef output_padding,
+    int64_t groups) {
   static torch_fl::PathCounter counter("convolution", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(input));
-  return simnpu::ops::convolution(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(input), torch_fl::resolve_math_bits(weight), torch_fl::resolve_math_bits(bias), stride, padding, dilation, transposed, output_padding, groups);
+  return simnpu::ops::convolution(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(input),
+      torch_fl::resolve_math_bits(weight),
+      torch_fl::resolve_math_bits(bias),
+      stride,
+      padding,
+      dilation,
+      transposed,
+      output_padding,
+      groups);
 }
 
 // convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)
-::std::tuple<at::Tensor,at::Tensor,at::Tensor> convolution_backward_vendor(const at::Tensor & grad_output, const at::Tensor & input, const at::Tensor & weight, at::OptionalIntArrayRef bias_sizes, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups, ::std::array<bool,3> output_mask) {
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> convolution_backward_vendor(
+    const at::Tensor & grad_output,
+    const at::Tensor & input,
+    const at::Tensor & weight,
+    at::OptionalIntArrayRef bias_sizes,
+    at::IntArrayRef stride,
+    at::IntArrayRef padding,
+    at::IntArrayRef dilation,
+    bool transposed,
+    at::IntArrayRef output_padding,
+    int64_t groups,
+    ::std::array<bool,3> output_mask) {
   static torch_fl::PathCounter counter("convolution_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::convolution_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(input), torch_fl::resolve_math_bits(weight), bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask);
+  return simnpu::ops::convolution_backward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(grad_output),
+      torch_fl::resolve_math_bits(input),
+      torch_fl::resolve_math_bits(weight),
+      bias_sizes,
+      stride,
+      padding,
+      dilation,
+      transposed,
+      output_padding,
+      groups,
+      output_mask);
 }
 
 // max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
-::std::tuple<at::Tensor,at::Tensor> max_pool2d_with_indices_vendor(const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
+::std::tuple<at::Tensor,at::Tensor> max_pool2d_with_indices_vendor(
+    const at::Tensor & self,
+    at::IntArrayRef kernel_size,
+    at::IntArrayRef stride,
+    at::IntArrayRef padding,
+    at::IntArrayRef dilation,
+    bool ceil_mode) {
   static torch_fl::PathCounter counter("max_pool2d_with_indices", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::max_pool2d_with_indices(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), kernel_size, stride, padding, dilation, ceil_mode);
+  return simnpu::ops::max_pool2d_with_indices(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      kernel_size,
+      stride,
+      padding,
+      dilation,
+      ceil_mode);
 }
 
 // max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor
-at::Tensor max_pool2d_with_indices_backward_vendor(const at::Tensor & grad_output, const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, const at::Tensor & indices) {
+at::Tensor max_pool2d_with_indices_backward_vendor(
+    const at::Tensor & grad_output,
+    const at::Tensor & self,
+    at::IntArrayRef kernel_size,
+    at::IntArrayRef stride,
+    at::IntArrayRef padding,
+    at::IntArrayRef dilation,
+    bool ceil_mode,
+    const at::Tensor & indices) {
   static torch_fl::PathCounter counter("max_pool2d_with_indices_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::max_pool2d_with_indices_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(self), kernel_size, stride, padding, dilation, ceil_mode, torch_fl::resolve_math_bits(indices));
+  return simnpu::ops::max_pool2d_with_indices_backward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(grad_output),
+      torch_fl::resolve_math_bits(self),
+      kernel_size,
+      stride,
+      padding,
+      dilation,
+      ceil_mode,
+      torch_fl::resolve_math_bits(indices));
 }
 
 // _adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
@@ -245,7 +378,10 @@ at::Tensor _adaptive_avg_pool2d_vendor(const at::Tensor & self, at::IntArrayRef 
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::adaptive_avg_pool2d(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), output_size);
+  return simnpu::ops::adaptive_avg_pool2d(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      output_size);
 }
 
 // _adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor
@@ -253,23 +389,64 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::adaptive_avg_pool2d_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(self));
+  return simnpu::ops::adaptive_avg_pool2d_backward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(grad_output),
+      torch_fl::resolve_math_bits(self));
 }
 
 // native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)
-::std::tuple<at::Tensor,at::Tensor,at::Tensor> native_batch_norm_vendor(const at::Tensor & input, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & bias, const ::std::optional<at::Tensor> & running_mean, const ::std::optional<at::Tensor> & running_var, bool training, double momentum, double eps) {
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> native_batch_norm_vendor(
+    const at::Tensor & input,
+    const ::std::optional<at::Tensor> & weight,
+    const ::std::optional<at::Tensor> & bias,
+    const ::std::optional<at::Tensor> & running_mean,
+    const ::std::optional<at::Tensor> & running_var,
+    bool training,
+    double momentum,
+    double eps) {
   static torch_fl::PathCounter counter("native_batch_norm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(input));
-  return simnpu::ops::batch_norm(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(input), torch_fl::resolve_math_bits(weight), torch_fl::resolve_math_bits(bias), torch_fl::resolve_math_bits(running_mean), torch_fl::resolve_math_bits(running_var), training, momentum, eps);
+  return simnpu::ops::batch_norm(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(input),
+      torch_fl::resolve_math_bits(weight),
+      torch_fl::resolve_math_bits(bias),
+      torch_fl::resolve_math_bits(running_mean),
+      torch_fl::resolve_math_bits(running_var),
+      training,
+      momentum,
+      eps);
 }
 
 // native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)
-::std::tuple<at::Tensor,at::Tensor,at::Tensor> native_batch_norm_backward_vendor(const at::Tensor & grad_out, const at::Tensor & input, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & running_mean, const ::std::optional<at::Tensor> & running_var, const ::std::optional<at::Tensor> & save_mean, const ::std::optional<at::Tensor> & save_invstd, bool train, double eps, ::std::array<bool,3> output_mask) {
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> native_batch_norm_backward_vendor(
+    const at::Tensor & grad_out,
+    const at::Tensor & input,
+    const ::std::optional<at::Tensor> & weight,
+    const ::std::optional<at::Tensor> & running_mean,
+    const ::std::optional<at::Tensor> & running_var,
+    const ::std::optional<at::Tensor> & save_mean,
+    const ::std::optional<at::Tensor> & save_invstd,
+    bool train,
+    double eps,
+    ::std::array<bool,3> output_mask) {
   static torch_fl::PathCounter counter("native_batch_norm_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
-  return simnpu::ops::batch_norm_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_out), torch_fl::resolve_math_bits(input), torch_fl::resolve_math_bits(weight), torch_fl::resolve_math_bits(running_mean), torch_fl::resolve_math_bits(running_var), torch_fl::resolve_math_bits(save_mean), torch_fl::resolve_math_bits(save_invstd), train, eps, output_mask);
+  return simnpu::ops::batch_norm_backward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(grad_out),
+      torch_fl::resolve_math_bits(input),
+      torch_fl::resolve_math_bits(weight),
+      torch_fl::resolve_math_bits(running_mean),
+      torch_fl::resolve_math_bits(running_var),
+      torch_fl::resolve_math_bits(save_mean),
+      torch_fl::resolve_math_bits(save_invstd),
+      train,
+      eps,
+      output_mask);
 }
 
 // _log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
@@ -277,47 +454,104 @@ at::Tensor _log_softmax_vendor(const at::Tensor & self, int64_t dim, bool half_t
   static torch_fl::PathCounter counter("_log_softmax", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::log_softmax(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), dim, half_to_float);
+  return simnpu::ops::log_softmax(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      dim,
+      half_to_float);
 }
 
 // _log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor
-at::Tensor _log_softmax_backward_data_vendor(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype) {
+at::Tensor _log_softmax_backward_data_vendor(
+    const at::Tensor & grad_output,
+    const at::Tensor & output,
+    int64_t dim,
+    at::ScalarType input_dtype) {
   static torch_fl::PathCounter counter("_log_softmax_backward_data", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::log_softmax_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(output), dim, input_dtype);
+  return simnpu::ops::log_softmax_backward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(grad_output),
+      torch_fl::resolve_math_bits(output),
+      dim,
+      input_dtype);
 }
 
 // nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)
-::std::tuple<at::Tensor,at::Tensor> nll_loss_forward_vendor(const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, int64_t ignore_index) {
+::std::tuple<at::Tensor,at::Tensor> nll_loss_forward_vendor(
+    const at::Tensor & self,
+    const at::Tensor & target,
+    const ::std::optional<at::Tensor> & weight,
+    int64_t reduction,
+    int64_t ignore_index) {
   static torch_fl::PathCounter counter("nll_loss_forward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::nll_loss_forward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(target), torch_fl::resolve_math_bits(weight), reduction, ignore_index);
+  return simnpu::ops::nll_loss_forward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(target),
+      torch_fl::resolve_math_bits(weight),
+      reduction,
+      ignore_index);
 }
 
 // nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor
-at::Tensor nll_loss_backward_vendor(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, int64_t ignore_index, const at::Tensor & total_weight) {
+at::Tensor nll_loss_backward_vendor(
+    const at::Tensor & grad_output,
+    const at::Tensor & self,
+    const at::Tensor & target,
+    const ::std::optional<at::Tensor> & weight,
+    int64_t reduction,
+    int64_t ignore_index,
+    const at::Tensor & total_weight) {
   static torch_fl::PathCounter counter("nll_loss_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::nll_loss_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(target), torch_fl::resolve_math_bits(weight), reduction, ignore_index, torch_fl::resolve_math_bits(total_weight));
+  return simnpu::ops::nll_loss_backward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(grad_output),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(target),
+      torch_fl::resolve_math_bits(weight),
+      reduction,
+      ignore_index,
+      torch_fl::resolve_math_bits(total_weight));
 }
 
 // sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
-at::Tensor sum_dim_IntList_vendor(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
+at::Tensor sum_dim_IntList_vendor(
+    const at::Tensor & self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    ::std::optional<at::ScalarType> dtype) {
   static torch_fl::PathCounter counter("sum.dim_IntList", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::sum(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), dim, keepdim, dtype);
+  return simnpu::ops::sum(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      dim,
+      keepdim,
+      dtype);
 }
 
 // mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
-at::Tensor mean_dim_vendor(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
+at::Tensor mean_dim_vendor(
+    const at::Tensor & self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    ::std::optional<at::ScalarType> dtype) {
   static torch_fl::PathCounter counter("mean.dim", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mean(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), dim, keepdim, dtype);
+  return simnpu::ops::mean(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      dim,
+      keepdim,
+      dtype);
 }
 
 // fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)
@@ -344,7 +578,11 @@ at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_bl
   counter.hit();
   torch_fl::check_no_math_bits(self, "copy_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::copy_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(src), non_blocking);
+  return simnpu::ops::copy_(
+      torch_fl::StreamArg::current(),
+      self,
+      torch_fl::resolve_math_bits(src),
+      non_blocking);
 }
 
 // cat(Tensor[] tensors, int dim=0) -> Tensor
@@ -355,7 +593,11 @@ at::Tensor cat_vendor(const at::ITensorListRef & tensors, int64_t dim) {
 }
 
 // normal_(Tensor(a!) self, float mean=0, float std=1, *, Generator? generator=None) -> Tensor(a!)
-at::Tensor & normal__vendor(at::Tensor & self, double mean, double std, ::std::optional<at::Generator> generator) {
+at::Tensor & normal__vendor(
+    at::Tensor & self,
+    double mean,
+    double std,
+    ::std::optional<at::Generator> generator) {
   static torch_fl::PathCounter counter("normal_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "normal_");
@@ -364,7 +606,11 @@ at::Tensor & normal__vendor(at::Tensor & self, double mean, double std, ::std::o
 }
 
 // uniform_(Tensor(a!) self, float from=0, float to=1, *, Generator? generator=None) -> Tensor(a!)
-at::Tensor & uniform__vendor(at::Tensor & self, double from, double to, ::std::optional<at::Generator> generator) {
+at::Tensor & uniform__vendor(
+    at::Tensor & self,
+    double from,
+    double to,
+    ::std::optional<at::Generator> generator) {
   static torch_fl::PathCounter counter("uniform_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "uniform_");
@@ -382,7 +628,11 @@ at::Tensor & random__vendor(at::Tensor & self, ::std::optional<at::Generator> ge
 }
 
 // random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None) -> Tensor(a!)
-at::Tensor & random__from_vendor(at::Tensor & self, int64_t from, ::std::optional<int64_t> to, ::std::optional<at::Generator> generator) {
+at::Tensor & random__from_vendor(
+    at::Tensor & self,
+    int64_t from,
+    ::std::optional<int64_t> to,
+    ::std::optional<at::Generator> generator) {
   static torch_fl::PathCounter counter("random_.from", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "random_.from");
@@ -400,7 +650,10 @@ at::Tensor & random__to_vendor(at::Tensor & self, int64_t to, ::std::optional<at
 }
 
 // randperm.generator_out(SymInt n, *, Generator? generator, Tensor(a!) out) -> Tensor(a!)
-at::Tensor & randperm_generator_out_vendor(int64_t n, ::std::optional<at::Generator> generator, at::Tensor & out) {
+at::Tensor & randperm_generator_out_vendor(
+    int64_t n,
+    ::std::optional<at::Generator> generator,
+    at::Tensor & out) {
   static torch_fl::PathCounter counter("randperm.generator_out", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(out, "randperm.generator_out");
@@ -521,7 +774,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("max_pool2d_with_indices", TORCH_FN(max_pool2d_with_indices_vendor));
   }
   if (&simnpu::ops::max_pool2d_with_indices_backward == nullptr) {
-    torch_fl::note_missing_kernel("max_pool2d_with_indices_backward", "max_pool2d_with_indices_backward", 103, false);
+    torch_fl::note_missing_kernel(
+        "max_pool2d_with_indices_backward",
+        "max_pool2d_with_indices_backward",
+        103,
+        false);
   } else {
     m.impl("max_pool2d_with_indices_backward", TORCH_FN(max_pool2d_with_indices_backward_vendor));
   }
@@ -531,7 +788,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_adaptive_avg_pool2d", TORCH_FN(_adaptive_avg_pool2d_vendor));
   }
   if (&simnpu::ops::adaptive_avg_pool2d_backward == nullptr) {
-    torch_fl::note_missing_kernel("_adaptive_avg_pool2d_backward", "adaptive_avg_pool2d_backward", 105, false);
+    torch_fl::note_missing_kernel(
+        "_adaptive_avg_pool2d_backward",
+        "adaptive_avg_pool2d_backward",
+        105,
+        false);
   } else {
     m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(_adaptive_avg_pool2d_backward_vendor));
   }

@@ -48,15 +48,29 @@ at::Tensor mm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   static torch_fl::PathCounter counter("mm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::mm(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(mat2));
+  return nvgpu::ops::mm(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(mat2));
 }
 
 // addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
-at::Tensor addmm_vendor(const at::Tensor & self, const at::Tensor & mat1, const at::Tensor & mat2, const at::Scalar & beta, const at::Scalar & alpha) {
+at::Tensor addmm_vendor(
+    const at::Tensor & self,
+    const at::Tensor & mat1,
+    const at::Tensor & mat2,
+    const at::Scalar & beta,
+    const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("addmm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::addmm(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(mat1), torch_fl::resolve_math_bits(mat2), beta, alpha);
+  return nvgpu::ops::addmm(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(mat1),
+      torch_fl::resolve_math_bits(mat2),
+      beta,
+      alpha);
 }
 
 // bmm(Tensor self, Tensor mat2) -> Tensor
@@ -64,63 +78,187 @@ at::Tensor bmm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   static torch_fl::PathCounter counter("bmm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::bmm(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(mat2));
+  return nvgpu::ops::bmm(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(mat2));
 }
 
 // baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
-at::Tensor baddbmm_vendor(const at::Tensor & self, const at::Tensor & batch1, const at::Tensor & batch2, const at::Scalar & beta, const at::Scalar & alpha) {
+at::Tensor baddbmm_vendor(
+    const at::Tensor & self,
+    const at::Tensor & batch1,
+    const at::Tensor & batch2,
+    const at::Scalar & beta,
+    const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("baddbmm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::baddbmm(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(batch1), torch_fl::resolve_math_bits(batch2), beta, alpha);
+  return nvgpu::ops::baddbmm(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(batch1),
+      torch_fl::resolve_math_bits(batch2),
+      beta,
+      alpha);
 }
 
 // convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor
-at::Tensor convolution_vendor(const at::Tensor & input, const at::Tensor & weight, const ::std::optional<at::Tensor> & bias, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups) {
+at::Tensor convolution_vendor(
+    const at::Tensor & input,
+    const at::Tensor & weight,
+    const ::std::optional<at::Tensor> & bias,
+    at::IntArrayRef stride,
+    at::IntArrayRef padding,
+    at::IntArrayRef dilation,
+    bool transposed,
+    at::IntArrayRef output_padding,
+    int64_t groups) {
   static torch_fl::PathCounter counter("convolution", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(input));
-  return nvgpu::ops::convolution(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(input), torch_fl::resolve_math_bits(weight), torch_fl::resolve_math_bits(bias), stride, padding, dilation, transposed, output_padding, groups);
+  return nvgpu::ops::convolution(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(input),
+      torch_fl::resolve_math_bits(weight),
+      torch_fl::resolve_math_bits(bias),
+      stride,
+      padding,
+      dilation,
+      transposed,
+      output_padding,
+      groups);
 }
 
 // convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)
-::std::tuple<at::Tensor,at::Tensor,at::Tensor> convolution_backward_vendor(const at::Tensor & grad_output, const at::Tensor & input, const at::Tensor & weight, at::OptionalIntArrayRef bias_sizes, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups, ::std::array<bool,3> output_mask) {
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> convolution_backward_vendor(
+    const at::Tensor & grad_output,
+    const at::Tensor & input,
+    const at::Tensor & weight,
+    at::OptionalIntArrayRef bias_sizes,
+    at::IntArrayRef stride,
+    at::IntArrayRef padding,
+    at::IntArrayRef dilation,
+    bool transposed,
+    at::IntArrayRef output_padding,
+    int64_t groups,
+    ::std::array<bool,3> output_mask) {
   static torch_fl::PathCounter counter("convolution_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return nvgpu::ops::convolution_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(input), torch_fl::resolve_math_bits(weight), bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask);
+  return nvgpu::ops::convolution_backward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(grad_output),
+      torch_fl::resolve_math_bits(input),
+      torch_fl::resolve_math_bits(weight),
+      bias_sizes,
+      stride,
+      padding,
+      dilation,
+      transposed,
+      output_padding,
+      groups,
+      output_mask);
 }
 
 // native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)
-::std::tuple<at::Tensor,at::Tensor,at::Tensor> native_batch_norm_vendor(const at::Tensor & input, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & bias, const ::std::optional<at::Tensor> & running_mean, const ::std::optional<at::Tensor> & running_var, bool training, double momentum, double eps) {
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> native_batch_norm_vendor(
+    const at::Tensor & input,
+    const ::std::optional<at::Tensor> & weight,
+    const ::std::optional<at::Tensor> & bias,
+    const ::std::optional<at::Tensor> & running_mean,
+    const ::std::optional<at::Tensor> & running_var,
+    bool training,
+    double momentum,
+    double eps) {
   static torch_fl::PathCounter counter("native_batch_norm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(input));
-  return nvgpu::ops::batch_norm(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(input), torch_fl::resolve_math_bits(weight), torch_fl::resolve_math_bits(bias), torch_fl::resolve_math_bits(running_mean), torch_fl::resolve_math_bits(running_var), training, momentum, eps);
+  return nvgpu::ops::batch_norm(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(input),
+      torch_fl::resolve_math_bits(weight),
+      torch_fl::resolve_math_bits(bias),
+      torch_fl::resolve_math_bits(running_mean),
+      torch_fl::resolve_math_bits(running_var),
+      training,
+      momentum,
+      eps);
 }
 
 // native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)
-::std::tuple<at::Tensor,at::Tensor,at::Tensor> native_batch_norm_backward_vendor(const at::Tensor & grad_out, const at::Tensor & input, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & running_mean, const ::std::optional<at::Tensor> & running_var, const ::std::optional<at::Tensor> & save_mean, const ::std::optional<at::Tensor> & save_invstd, bool train, double eps, ::std::array<bool,3> output_mask) {
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> native_batch_norm_backward_vendor(
+    const at::Tensor & grad_out,
+    const at::Tensor & input,
+    const ::std::optional<at::Tensor> & weight,
+    const ::std::optional<at::Tensor> & running_mean,
+    const ::std::optional<at::Tensor> & running_var,
+    const ::std::optional<at::Tensor> & save_mean,
+    const ::std::optional<at::Tensor> & save_invstd,
+    bool train,
+    double eps,
+    ::std::array<bool,3> output_mask) {
   static torch_fl::PathCounter counter("native_batch_norm_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
-  return nvgpu::ops::batch_norm_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_out), torch_fl::resolve_math_bits(input), torch_fl::resolve_math_bits(weight), torch_fl::resolve_math_bits(running_mean), torch_fl::resolve_math_bits(running_var), torch_fl::resolve_math_bits(save_mean), torch_fl::resolve_math_bits(save_invstd), train, eps, output_mask);
+  return nvgpu::ops::batch_norm_backward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(grad_out),
+      torch_fl::resolve_math_bits(input),
+      torch_fl::resolve_math_bits(weight),
+      torch_fl::resolve_math_bits(running_mean),
+      torch_fl::resolve_math_bits(running_var),
+      torch_fl::resolve_math_bits(save_mean),
+      torch_fl::resolve_math_bits(save_invstd),
+      train,
+      eps,
+      output_mask);
 }
 
 // max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
-::std::tuple<at::Tensor,at::Tensor> max_pool2d_with_indices_vendor(const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
+::std::tuple<at::Tensor,at::Tensor> max_pool2d_with_indices_vendor(
+    const at::Tensor & self,
+    at::IntArrayRef kernel_size,
+    at::IntArrayRef stride,
+    at::IntArrayRef padding,
+    at::IntArrayRef dilation,
+    bool ceil_mode) {
   static torch_fl::PathCounter counter("max_pool2d_with_indices", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::max_pool2d_with_indices(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), kernel_size, stride, padding, dilation, ceil_mode);
+  return nvgpu::ops::max_pool2d_with_indices(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      kernel_size,
+      stride,
+      padding,
+      dilation,
+      ceil_mode);
 }
 
 // max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor
-at::Tensor max_pool2d_with_indices_backward_vendor(const at::Tensor & grad_output, const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, const at::Tensor & indices) {
+at::Tensor max_pool2d_with_indices_backward_vendor(
+    const at::Tensor & grad_output,
+    const at::Tensor & self,
+    at::IntArrayRef kernel_size,
+    at::IntArrayRef stride,
+    at::IntArrayRef padding,
+    at::IntArrayRef dilation,
+    bool ceil_mode,
+    const at::Tensor & indices) {
   static torch_fl::PathCounter counter("max_pool2d_with_indices_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return nvgpu::ops::max_pool2d_with_indices_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(self), kernel_size, stride, padding, dilation, ceil_mode, torch_fl::resolve_math_bits(indices));
+  return nvgpu::ops::max_pool2d_with_indices_backward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(grad_output),
+      torch_fl::resolve_math_bits(self),
+      kernel_size,
+      stride,
+      padding,
+      dilation,
+      ceil_mode,
+      torch_fl::resolve_math_bits(indices));
 }
 
 // _adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
@@ -128,7 +266,10 @@ at::Tensor _adaptive_avg_pool2d_vendor(const at::Tensor & self, at::IntArrayRef 
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::adaptive_avg_pool2d(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), output_size);
+  return nvgpu::ops::adaptive_avg_pool2d(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      output_size);
 }
 
 // _adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor
@@ -136,7 +277,10 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return nvgpu::ops::adaptive_avg_pool2d_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(self));
+  return nvgpu::ops::adaptive_avg_pool2d_backward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(grad_output),
+      torch_fl::resolve_math_bits(self));
 }
 
 // _softmax(Tensor self, int dim, bool half_to_float) -> Tensor
@@ -144,15 +288,28 @@ at::Tensor _softmax_vendor(const at::Tensor & self, int64_t dim, bool half_to_fl
   static torch_fl::PathCounter counter("_softmax", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::softmax(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), dim, half_to_float);
+  return nvgpu::ops::softmax(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      dim,
+      half_to_float);
 }
 
 // _softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor
-at::Tensor _softmax_backward_data_vendor(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype) {
+at::Tensor _softmax_backward_data_vendor(
+    const at::Tensor & grad_output,
+    const at::Tensor & output,
+    int64_t dim,
+    at::ScalarType input_dtype) {
   static torch_fl::PathCounter counter("_softmax_backward_data", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return nvgpu::ops::softmax_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(output), dim, input_dtype);
+  return nvgpu::ops::softmax_backward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(grad_output),
+      torch_fl::resolve_math_bits(output),
+      dim,
+      input_dtype);
 }
 
 // _log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
@@ -160,31 +317,70 @@ at::Tensor _log_softmax_vendor(const at::Tensor & self, int64_t dim, bool half_t
   static torch_fl::PathCounter counter("_log_softmax", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::log_softmax(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), dim, half_to_float);
+  return nvgpu::ops::log_softmax(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      dim,
+      half_to_float);
 }
 
 // _log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor
-at::Tensor _log_softmax_backward_data_vendor(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype) {
+at::Tensor _log_softmax_backward_data_vendor(
+    const at::Tensor & grad_output,
+    const at::Tensor & output,
+    int64_t dim,
+    at::ScalarType input_dtype) {
   static torch_fl::PathCounter counter("_log_softmax_backward_data", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return nvgpu::ops::log_softmax_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(output), dim, input_dtype);
+  return nvgpu::ops::log_softmax_backward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(grad_output),
+      torch_fl::resolve_math_bits(output),
+      dim,
+      input_dtype);
 }
 
 // nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)
-::std::tuple<at::Tensor,at::Tensor> nll_loss_forward_vendor(const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, int64_t ignore_index) {
+::std::tuple<at::Tensor,at::Tensor> nll_loss_forward_vendor(
+    const at::Tensor & self,
+    const at::Tensor & target,
+    const ::std::optional<at::Tensor> & weight,
+    int64_t reduction,
+    int64_t ignore_index) {
   static torch_fl::PathCounter counter("nll_loss_forward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::nll_loss_forward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(target), torch_fl::resolve_math_bits(weight), reduction, ignore_index);
+  return nvgpu::ops::nll_loss_forward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(target),
+      torch_fl::resolve_math_bits(weight),
+      reduction,
+      ignore_index);
 }
 
 // nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor
-at::Tensor nll_loss_backward_vendor(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, int64_t ignore_index, const at::Tensor & total_weight) {
+at::Tensor nll_loss_backward_vendor(
+    const at::Tensor & grad_output,
+    const at::Tensor & self,
+    const at::Tensor & target,
+    const ::std::optional<at::Tensor> & weight,
+    int64_t reduction,
+    int64_t ignore_index,
+    const at::Tensor & total_weight) {
   static torch_fl::PathCounter counter("nll_loss_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return nvgpu::ops::nll_loss_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(self), torch_fl::resolve_math_bits(target), torch_fl::resolve_math_bits(weight), reduction, ignore_index, torch_fl::resolve_math_bits(total_weight));
+  return nvgpu::ops::nll_loss_backward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(grad_output),
+      torch_fl::resolve_math_bits(self),
+      torch_fl::resolve_math_bits(target),
+      torch_fl::resolve_math_bits(weight),
+      reduction,
+      ignore_index,
+      torch_fl::resolve_math_bits(total_weight));
 }
 
 // index_select(Tensor self, int dim, Tensor index) -> Tensor
@@ -192,15 +388,30 @@ at::Tensor index_select_vendor(const at::Tensor & self, int64_t dim, const at::T
   static torch_fl::PathCounter counter("index_select", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::index_select(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self), dim, torch_fl::resolve_math_bits(index));
+  return nvgpu::ops::index_select(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(self),
+      dim,
+      torch_fl::resolve_math_bits(index));
 }
 
 // embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor
-at::Tensor embedding_dense_backward_vendor(const at::Tensor & grad_output, const at::Tensor & indices, int64_t num_weights, int64_t padding_idx, bool scale_grad_by_freq) {
+at::Tensor embedding_dense_backward_vendor(
+    const at::Tensor & grad_output,
+    const at::Tensor & indices,
+    int64_t num_weights,
+    int64_t padding_idx,
+    bool scale_grad_by_freq) {
   static torch_fl::PathCounter counter("embedding_dense_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return nvgpu::ops::embedding_dense_backward(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(grad_output), torch_fl::resolve_math_bits(indices), num_weights, padding_idx, scale_grad_by_freq);
+  return nvgpu::ops::embedding_dense_backward(
+      torch_fl::StreamArg::current(),
+      torch_fl::resolve_math_bits(grad_output),
+      torch_fl::resolve_math_bits(indices),
+      num_weights,
+      padding_idx,
+      scale_grad_by_freq);
 }
 
 // copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)
@@ -209,7 +420,11 @@ at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_bl
   counter.hit();
   torch_fl::check_no_math_bits(self, "copy_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::copy_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(src), non_blocking);
+  return nvgpu::ops::copy_(
+      torch_fl::StreamArg::current(),
+      self,
+      torch_fl::resolve_math_bits(src),
+      non_blocking);
 }
 
 // `copy_` is not registered as an operator: it serves same-device copies
@@ -270,7 +485,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("max_pool2d_with_indices", TORCH_FN(max_pool2d_with_indices_vendor));
   }
   if (&nvgpu::ops::max_pool2d_with_indices_backward == nullptr) {
-    torch_fl::note_missing_kernel("max_pool2d_with_indices_backward", "max_pool2d_with_indices_backward", 80, false);
+    torch_fl::note_missing_kernel(
+        "max_pool2d_with_indices_backward",
+        "max_pool2d_with_indices_backward",
+        80,
+        false);
   } else {
     m.impl("max_pool2d_with_indices_backward", TORCH_FN(max_pool2d_with_indices_backward_vendor));
   }
@@ -280,7 +499,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_adaptive_avg_pool2d", TORCH_FN(_adaptive_avg_pool2d_vendor));
   }
   if (&nvgpu::ops::adaptive_avg_pool2d_backward == nullptr) {
-    torch_fl::note_missing_kernel("_adaptive_avg_pool2d_backward", "adaptive_avg_pool2d_backward", 82, false);
+    torch_fl::note_missing_kernel(
+        "_adaptive_avg_pool2d_backward",
+        "adaptive_avg_pool2d_backward",
+        82,
+        false);
   } else {
     m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(_adaptive_avg_pool2d_backward_vendor));
   }
