@@ -309,7 +309,7 @@ class ChipSpec:
         """The route of every op outside `routes`."""
         return Route(op="*", kernel=None, chain=self.fallback.default, triton=False)
 
-    @property
+    @functools.cached_property
     def routes(self) -> tuple[Route, ...]:
         """The routing table the generated package carries: every op the spec names and every
         op the Triton step serves, sorted by name. Any other op takes `fallback.default`."""
@@ -317,13 +317,6 @@ class ChipSpec:
         if self.fallback.default[:1] == ("triton",):
             names |= self.triton_catalog.ops
         return tuple(route for route in map(self.route, sorted(names)) if route.line is not None or route.triton)
-
-    @property
-    def triton_ops(self) -> tuple[str, ...]:
-        """Ops routed to the shared Triton kernels at load time (Triton available): those
-        without a vendor kernel whose route the Triton step serves. Vendor ops whose kernel
-        the library lacks join them at load time, from the same table."""
-        return tuple(r.op for r in self.routes if r.kernel is None and r.triton)
 
     @property
     def vendor_ops(self) -> tuple[OpEntry, ...]:

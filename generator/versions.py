@@ -8,7 +8,8 @@ def describe(spec: ChipSpec, name: str) -> str:
     """An op's route (ChipSpec.route), in words: 'vendor kernel add' or 'chain [triton, cpu]'."""
     route = spec.route(name)
     if route.kernel:
-        required = spec.op(name) is not None and spec.op(name).require_vendor
+        entry = spec.op(name)
+        required = entry is not None and entry.require_vendor
         text = f"vendor kernel {route.kernel}" + (" (required)" if required else "")
         return text + (f", then [{', '.join(route.chain)}]" if route.chain else "")
     return f"chain [{', '.join(route.chain)}]"

@@ -25,11 +25,6 @@ def route(spec: ModuleType, op: str) -> Route:
     return Route(*spec.ROUTES.get(op, spec.DEFAULT_ROUTE))
 
 
-def vendor_ops(spec: ModuleType) -> dict[str, str]:
-    """aten op -> vendor kernel."""
-    return {op: entry[0] for op, entry in spec.ROUTES.items() if entry[0] is not None}
-
-
 def triton_ops(spec: ModuleType, missing_kernels=()) -> set[str]:
     """Ops the Triton step serves at load time: those without a vendor kernel, plus vendor ops
     whose kernel the library lacks (`missing_kernels`) when their own chain starts with Triton."""
