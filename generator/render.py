@@ -155,7 +155,7 @@ def vendor_wrappers(spec: ChipSpec) -> list[VendorWrapper]:
         sig = op.signature
         decl = cpp_call(f"{sig.returns} {name}", [f"{a.cpp_type} {a.name}" for a in sig.arguments])
         call = cpp_call(f"{spec.kernels.namespace}::{op.kernel}",
-                        ["torch_fl::StreamArg::current()", *sig.kernel_call_args()], before="  return ", indent="  ")
+                        ["torch_fl::StreamArg::current()", *sig.kernel_call_args()], before="    return ", indent="    ")
         note_missing = cpp_call("torch_fl::note_missing_kernel", [
             cpp_string(op.name), cpp_string(op.kernel), str(op.line), "true" if op.require_vendor else "false"],
             before="    ", indent="    ")

@@ -15,10 +15,13 @@ import os
 import sys
 import threading
 import types
+import warnings
 from collections import OrderedDict
 from typing import Any
 
 import torch
+
+from torch_fl.errors import DeviceLostError, StreamTimeoutError
 
 __all__ = ["extend", "install"]
 
@@ -428,23 +431,36 @@ def install(module: types.ModuleType, spec: types.ModuleType, _C: Any) -> None:
     # first waits for queued work, so numbers drawn after a seed never go to kernels
     # queued before it.
 
+    def _wait_before_reseed(device: Any = None) -> None:
+        """Waits for the device's queued work. A device in a fault does not stop the seeding
+        of the others (torch.manual_seed seeds every device): a lost device runs nothing more,
+        and a stalled one is reseeded with its work still queued, with a warning."""
+        try:
+            synchronize(device)
+        except DeviceLostError:
+            pass
+        except StreamTimeoutError as error:
+            warnings.warn(f"{spec.CHIP}:{_index(device)} is stalled ({error}); its generator is reseeded "
+                          "with that work still queued: the random numbers it draws are not "
+                          "reproducible", RuntimeWarning, stacklevel=3)
+
     def manual_seed(seed: int) -> None:
         """Seed the current device's generator (torch.manual_seed seeds all of them)."""
-        synchronize()
+        _wait_before_reseed()
         _generator().manual_seed(int(seed))
 
     def manual_seed_all(seed: int) -> None:
         for index in range(device_count()):
-            synchronize(index)
+            _wait_before_reseed(index)
             _generator(index).manual_seed(int(seed))
 
     def seed() -> None:
-        synchronize()
+        _wait_before_reseed()
         _generator().seed()
 
     def seed_all() -> None:
         for index in range(device_count()):
-            synchronize(index)
+            _wait_before_reseed(index)
         first = _generator(0).seed()
         for index in range(1, device_count()):
             _generator(index).manual_seed(first)

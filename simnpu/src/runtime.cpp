@@ -6,6 +6,8 @@
 // variables at process exit instead of being joined from a static destructor.
 #include "simnpu/simnpu_runtime.h"
 
+#include <cctype>
+#include <cerrno>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -82,6 +84,35 @@ int parse_version(const char* s) {
   return static_cast<int>(major * 1000 + minor * 10);
 }
 
+// The SDK's environment is read strictly: a malformed setting is a configuration error, not a
+// silent default. The first one found is kept here; the driver then refuses to initialise
+// (simnpuDriverGetVersion and simnpuGetDeviceCount fail with simnpuErrorNotInitialized, whose
+// error string carries this text).
+std::string& config_error() {
+  static std::string* text = new std::string();
+  return *text;
+}
+
+void config_fail(const std::string& message) {
+  if (config_error().empty()) config_error() = message;
+}
+
+// A whole decimal integer in [lo, hi]; false (and a configuration error) otherwise.
+bool parse_integer(const std::string& variable, const std::string& key, const std::string& text, long lo, long hi,
+                   long* out) {
+  errno = 0;
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || value < lo || value > hi ||
+      !(std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-')) {
+    config_fail(variable + ": " + (key.empty() ? std::string() : key + "=") + "'" + text +
+                "' is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
 struct EventState {
   std::mutex m;
   std::condition_variable cv;
@@ -115,26 +146,43 @@ struct Faults {
   std::atomic<long> allocs{0}, kernels{0}, items{0}, calls{0};
   std::atomic<bool> lost{false};
 
+  // Every item must be a known key with a whole number: anything else is a configuration
+  // error (the driver refuses to initialise), never a fault read as 0 or ignored.
   Faults() {
     const char* spec = std::getenv("SIMNPU_FAULTS");
-    if (!spec) return;
-    std::string text(spec);
+    if (!spec || !*spec) return;
+    const std::string text(spec);
+    const std::pair<const char*, long*> keys[] = {
+        {"alloc_fail_after", &alloc_fail_after}, {"kernel_fail_after", &kernel_fail_after},
+        {"stall_after", &stall_after},           {"stall_ms", &stall_ms},
+        {"lost_after", &lost_after},             {"slow_ms", &slow_ms}};
     size_t start = 0;
-    while (start < text.size()) {
+    while (start <= text.size()) {
       size_t end = text.find(',', start);
       if (end == std::string::npos) end = text.size();
-      std::string item = text.substr(start, end - start);
-      size_t eq = item.find('=');
-      if (eq != std::string::npos) {
-        std::string key = item.substr(0, eq);
-        long value = std::strtol(item.c_str() + eq + 1, nullptr, 10);
-        if (key == "device") device = static_cast<int>(value);
-        else if (key == "alloc_fail_after") alloc_fail_after = value;
-        else if (key == "kernel_fail_after") kernel_fail_after = value;
-        else if (key == "stall_after") stall_after = value;
-        else if (key == "stall_ms") stall_ms = value;
-        else if (key == "lost_after") lost_after = value;
-        else if (key == "slow_ms") slow_ms = value;
+      const std::string item = text.substr(start, end - start);
+      const size_t eq = item.find('=');
+      if (eq == std::string::npos) {
+        config_fail("SIMNPU_FAULTS: '" + item + "' is not key=value (keys: device, alloc_fail_after, " +
+                    "kernel_fail_after, stall_after, stall_ms, lost_after, slow_ms)");
+        return;
+      }
+      const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+      long parsed = 0;
+      if (key == "device") {
+        if (!parse_integer("SIMNPU_FAULTS", key, value, 0, 1024, &parsed)) return;
+        device = static_cast<int>(parsed);
+      } else {
+        long* slot = nullptr;
+        for (const auto& [name, field] : keys) {
+          if (key == name) slot = field;
+        }
+        if (!slot) {
+          config_fail("SIMNPU_FAULTS: unknown key '" + key + "' (keys: device, alloc_fail_after, " +
+                      "kernel_fail_after, stall_after, stall_ms, lost_after, slow_ms)");
+          return;
+        }
+        if (!parse_integer("SIMNPU_FAULTS", key, value, 0, 1L << 40, slot)) return;
       }
       start = end + 1;
     }
@@ -250,12 +298,20 @@ struct Runtime {
 
   Runtime() {
     const char* dc = std::getenv("SIMNPU_DEVICE_COUNT");
-    if (dc && *dc) {
-      char* end = nullptr;
-      long v = std::strtol(dc, &end, 10);
-      if (end != dc && *end == '\0' && v >= 0 && v <= 1024) device_count = static_cast<int>(v);
+    long count = 0;
+    if (dc && *dc && parse_integer("SIMNPU_DEVICE_COUNT", "", dc, 0, 1024, &count)) device_count = static_cast<int>(count);
+    const char* capacity = std::getenv("SIMNPU_MEMORY_CAPACITY");
+    size_t cap = parse_size(capacity, parse_size(SIMNPU_DEFAULT_CAPACITY, size_t(8) << 30));
+    if (capacity && *capacity && parse_size(capacity, 0) == 0) {
+      config_fail(std::string("SIMNPU_MEMORY_CAPACITY: '") + capacity +
+                  "' is not a size (bytes, or a number with K, M, G or T)");
     }
-    size_t cap = parse_size(std::getenv("SIMNPU_MEMORY_CAPACITY"), parse_size(SIMNPU_DEFAULT_CAPACITY, size_t(8) << 30));
+    const char* override_version = std::getenv("SIMNPU_DRIVER_VERSION_OVERRIDE");
+    if (override_version && *override_version && parse_version(override_version) < 0) {
+      config_fail(std::string("SIMNPU_DRIVER_VERSION_OVERRIDE: '") + override_version +
+                  "' is not a version MAJOR.MINOR (minor 0-99)");
+    }
+    faults();  // parsed with the rest of the environment: its errors are configuration errors
     for (int i = 0; i < device_count; ++i) {
       auto d = std::make_unique<Device>();
       d->id = i;
@@ -345,6 +401,18 @@ struct Runtime {
 Runtime& rt() {
   static Runtime* r = new Runtime();  // intentionally leaked (see file comment)
   return *r;
+}
+
+// True when the environment the runtime read is well formed (see config_error).
+bool rt_config_ok() {
+  rt();
+  return config_error().empty();
+}
+
+// "driver not initialized: <the configuration error>", kept for the life of the process.
+const char* not_initialized_text() {
+  static const std::string* text = new std::string("driver not initialized: " + config_error());
+  return text->c_str();
 }
 
 }  // namespace
@@ -478,6 +546,7 @@ extern "C" {
 
 simnpuError_t simnpuDriverGetVersion(int* version) {
   if (!version) return simnpuErrorInvalidValue;
+  if (!rt_config_ok()) return fail(simnpuErrorNotInitialized, config_error());
   int v = rt().version;
   int o = parse_version(std::getenv("SIMNPU_DRIVER_VERSION_OVERRIDE"));
   if (o >= 0) v = o;
@@ -497,7 +566,7 @@ const char* simnpuGetErrorString(simnpuError_t error) {
     case simnpuErrorLaunchFailure: return "unspecified launch failure";
     case simnpuErrorDeviceLost: return "device lost";
     case simnpuErrorTimeout: return "operation timed out";
-    case simnpuErrorNotInitialized: return "driver not initialized";
+    case simnpuErrorNotInitialized: return config_error().empty() ? "driver not initialized" : not_initialized_text();
     default: return "unrecognized error code";
   }
 }
@@ -523,6 +592,7 @@ const char* simnpuGetLastErrorMessage(void) { return tls_last_message.c_str(); }
 
 simnpuError_t simnpuGetDeviceCount(int* count) {
   if (!count) return simnpuErrorInvalidValue;
+  if (!rt_config_ok()) return fail(simnpuErrorNotInitialized, config_error());
   *count = rt().device_count;
   return simnpuSuccess;
 }
@@ -787,6 +857,7 @@ simnpuError_t simnpuStreamQuery(simnpuStream_t stream) {
   simnpuStream_st* s = nullptr;
   simnpuError_t e = rt().resolve(stream, &s);
   if (e) return e;
+  if (faults().is_lost(s->device)) return fail(simnpuErrorDeviceLost, "device " + std::to_string(s->device) + " was lost");
   std::lock_guard<std::mutex> g(s->m);
   return s->pending == 0 ? simnpuSuccess : simnpuErrorNotReady;
 }

@@ -160,3 +160,114 @@ def test_a_slow_device_computes_correctly_and_a_tight_timeout_names_it():
                           "other": other_device_works()}))
     """, "device=1,slow_ms=300", TORCH_FL_SYNC_TIMEOUT="0.1")
     assert timed["error"]["type"] == "StreamTimeoutError" and timed["other"] and timed["leaked"] == 0
+
+
+# The fault on npu:0, the device most code uses implicitly: the healthy npu:1 must stay
+# usable through the calls that touch every device (torch.manual_seed, empty_cache).
+
+DEVICE_ONE_WORKS = """
+    def device_one_works():
+        x = torch.arange(64.0, device="npu:1")
+        return bool(torch.equal((x * 2 + 1).cpu(), torch.arange(64.0) * 2 + 1))
+
+    def seeded_draw():
+        torch.manual_seed(0)
+        return torch.randn(8, device="npu:1").cpu().tolist()
+"""
+
+
+def test_a_vendor_kernel_on_a_lost_device_raises_device_lost_and_seeding_spares_the_other():
+    """The vendor library reports the refused launch as its own error: the wrapper names the
+    fault. torch.manual_seed seeds every device, and must not fail on the lost one."""
+    r = scenario(textwrap.dedent(DEVICE_ONE_WORKS) + textwrap.dedent("""
+        reference = seeded_draw()
+        x = torch.ones(1024, device="npu:0")
+        error = None
+        for step in range(200):
+            error = raised(lambda: x.add(1.0))  # add.Tensor: a vendor kernel
+            if error:
+                break
+        seed = raised(lambda: torch.manual_seed(0))
+        again = seeded_draw()
+        del x                               # npu:0's segment goes back: its free fails
+        cached = torch.ones(1 << 20, device="npu:1"); del cached
+        cleanup = raised(torch.npu.empty_cache)
+        reserved1 = torch.npu.memory_reserved(1)
+        print(json.dumps({"error": error, "seed": seed, "same_draw": again == reference,
+                          "other": device_one_works(), "cleanup": cleanup, "reserved1": reserved1}))
+    """), "device=0,lost_after=30")
+    assert r["error"]["type"] == "DeviceLostError", r["error"]
+    assert "the vendor kernel of add.Tensor" in r["error"]["message"]
+    assert "the device is lost" in r["error"]["message"]
+    assert r["seed"] is None and r["same_draw"] and r["other"]
+    # empty_cache reports the lost device, after emptying the healthy one's cache
+    assert r["cleanup"]["type"] == "DeviceLostError" and r["reserved1"] == 0
+
+
+def test_a_stalled_device_does_not_stall_seeding_or_empty_cache():
+    r = scenario(textwrap.dedent(DEVICE_ONE_WORKS) + textwrap.dedent("""
+        import warnings
+        x = torch.ones(256, 256, device="npu:0")
+        y = torch.mm(x, x)                  # the stalled work item (4 s) is among these
+        error = raised(lambda: y.cpu())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            seed = raised(lambda: torch.manual_seed(0))
+        start = time.monotonic()
+        cleanup = raised(torch.npu.empty_cache)
+        cleanup_s = time.monotonic() - start
+        other = device_one_works()
+        time.sleep(4)                       # the stall passes
+        late = float(y.cpu()[0, 0])
+        del x, y
+        print(json.dumps({"error": error, "seed": seed, "warned": [str(w.message) for w in caught],
+                          "cleanup": cleanup, "cleanup_s": cleanup_s, "other": other, "late": late}))
+    """), "device=0,stall_after=1,stall_ms=4000", TORCH_FL_SYNC_TIMEOUT="0.5")
+    assert r["error"]["type"] == "StreamTimeoutError"
+    assert r["seed"] is None
+    assert any("npu:0 is stalled" in w and "not reproducible" in w for w in r["warned"]), r["warned"]
+    # bounded by the sync timeout, not the 4 s stall; the stalled device's cache is kept
+    assert r["cleanup"]["type"] == "StreamTimeoutError" and r["cleanup_s"] < 2.0
+    assert r["other"] and r["late"] == 256.0
+
+
+def test_memory_stats_do_not_count_blocks_whose_streams_are_done():
+    """A block freed while another stream still used it is active until that stream is done:
+    once it is, the statistics say so without waiting for the next allocation."""
+    r = scenario("""
+        side = torch.npu.Stream(device="npu:0")
+        x = torch.randn(512, 512, device="npu:0")
+        with torch.npu.stream(side):
+            y = x @ x
+        torch.npu.current_stream(0).wait_stream(side)
+        y.record_stream(torch.npu.current_stream(0))
+        z = float((y + 1).sum().cpu())
+        del x, y
+        torch.npu.synchronize(0)
+        stats = torch.npu.memory_stats(0)
+        print(json.dumps({"allocated": stats["allocated_bytes.all.current"],
+                          "active": stats["active_bytes.all.current"]}))
+    """, "")
+    assert r["allocated"] == 0 and r["active"] == 0, r
+
+
+@pytest.mark.parametrize("faults, named", [
+    ("kernel_fail_after=abc,bogus=1", "kernel_fail_after='abc' is not a whole number"),
+    ("bogus=1", "unknown key 'bogus'"),
+    ("device=1,lost_after", "'lost_after' is not key=value"),
+    ("slow_ms=-5", "slow_ms='-5' is not a whole number"),
+])
+def test_a_malformed_fault_setting_is_refused_not_read_as_zero(faults, named):
+    proc = run_python("""
+        import json, torch
+        try:
+            torch.ones(2, device="npu")
+            error = None
+        except Exception as e:
+            error = str(e)
+        print(json.dumps({"available": torch.npu.is_available(), "error": error}))
+    """, env={"SIMNPU_FAULTS": faults}, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = last_json_line(proc.stdout)
+    assert r["available"] is False
+    assert "driver not initialized: SIMNPU_FAULTS" in r["error"] and named in r["error"], r["error"]

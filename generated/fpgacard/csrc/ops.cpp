@@ -3,7 +3,8 @@
 //
 // The fpgacard vendor kernels: one wrapper per `ops:` entry with a
 // kernel. Each counts the call, makes the first tensor's device current and
-// calls the kernel on the current stream with conjugate/negative views resolved.
+// calls the kernel on the current stream with conjugate/negative views resolved; a
+// kernel error raised while the device is in a fault becomes that fault's exception.
 #include <torch_fl/core_ops.h>
 #include <torch_fl/fallback.h>
 #include <torch_fl/streams.h>
@@ -39,11 +40,16 @@ at::Tensor add_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, 
   static torch_fl::PathCounter counter("add.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::add(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(other),
-      alpha);
+  try {
+    return simnpu::ops::add(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(other),
+        alpha);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("add.Tensor", error);
+    throw;
+  }
 }
 
 // add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)
@@ -52,7 +58,16 @@ at::Tensor & add__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
   counter.hit();
   torch_fl::check_no_math_bits(self, "add_.Tensor");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::add_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other), alpha);
+  try {
+    return simnpu::ops::add_(
+        torch_fl::StreamArg::current(),
+        self,
+        torch_fl::resolve_math_bits(other),
+        alpha);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("add_.Tensor", error);
+    throw;
+  }
 }
 
 // mul.Tensor(Tensor self, Tensor other) -> Tensor
@@ -60,10 +75,15 @@ at::Tensor mul_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) 
   static torch_fl::PathCounter counter("mul.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mul(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(other));
+  try {
+    return simnpu::ops::mul(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(other));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("mul.Tensor", error);
+    throw;
+  }
 }
 
 // mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
@@ -72,7 +92,12 @@ at::Tensor & mul__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
   counter.hit();
   torch_fl::check_no_math_bits(self, "mul_.Tensor");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mul_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other));
+  try {
+    return simnpu::ops::mul_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("mul_.Tensor", error);
+    throw;
+  }
 }
 
 // relu(Tensor self) -> Tensor
@@ -80,7 +105,12 @@ at::Tensor relu_vendor(const at::Tensor & self) {
   static torch_fl::PathCounter counter("relu", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::relu(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self));
+  try {
+    return simnpu::ops::relu(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("relu", error);
+    throw;
+  }
 }
 
 // threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor
@@ -91,11 +121,16 @@ at::Tensor threshold_backward_vendor(
   static torch_fl::PathCounter counter("threshold_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::threshold_backward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(grad_output),
-      torch_fl::resolve_math_bits(self),
-      threshold);
+  try {
+    return simnpu::ops::threshold_backward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(grad_output),
+        torch_fl::resolve_math_bits(self),
+        threshold);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("threshold_backward", error);
+    throw;
+  }
 }
 
 // mm(Tensor self, Tensor mat2) -> Tensor
@@ -103,10 +138,15 @@ at::Tensor mm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   static torch_fl::PathCounter counter("mm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mm(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(mat2));
+  try {
+    return simnpu::ops::mm(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(mat2));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("mm", error);
+    throw;
+  }
 }
 
 // addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
@@ -119,13 +159,18 @@ at::Tensor addmm_vendor(
   static torch_fl::PathCounter counter("addmm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::addmm(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(mat1),
-      torch_fl::resolve_math_bits(mat2),
-      beta,
-      alpha);
+  try {
+    return simnpu::ops::addmm(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(mat1),
+        torch_fl::resolve_math_bits(mat2),
+        beta,
+        alpha);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("addmm", error);
+    throw;
+  }
 }
 
 // sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
@@ -137,12 +182,17 @@ at::Tensor sum_dim_IntList_vendor(
   static torch_fl::PathCounter counter("sum.dim_IntList", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::sum(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      dim,
-      keepdim,
-      dtype);
+  try {
+    return simnpu::ops::sum(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        dim,
+        keepdim,
+        dtype);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("sum.dim_IntList", error);
+    throw;
+  }
 }
 
 // fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)
@@ -151,7 +201,12 @@ at::Tensor & fill__Scalar_vendor(at::Tensor & self, const at::Scalar & value) {
   counter.hit();
   torch_fl::check_no_math_bits(self, "fill_.Scalar");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::fill_(torch_fl::StreamArg::current(), self, value);
+  try {
+    return simnpu::ops::fill_(torch_fl::StreamArg::current(), self, value);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("fill_.Scalar", error);
+    throw;
+  }
 }
 
 // zero_(Tensor(a!) self) -> Tensor(a!)
@@ -160,7 +215,12 @@ at::Tensor & zero__vendor(at::Tensor & self) {
   counter.hit();
   torch_fl::check_no_math_bits(self, "zero_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::zero_(torch_fl::StreamArg::current(), self);
+  try {
+    return simnpu::ops::zero_(torch_fl::StreamArg::current(), self);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("zero_", error);
+    throw;
+  }
 }
 
 // copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)
@@ -169,11 +229,16 @@ at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_bl
   counter.hit();
   torch_fl::check_no_math_bits(self, "copy_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::copy_(
-      torch_fl::StreamArg::current(),
-      self,
-      torch_fl::resolve_math_bits(src),
-      non_blocking);
+  try {
+    return simnpu::ops::copy_(
+        torch_fl::StreamArg::current(),
+        self,
+        torch_fl::resolve_math_bits(src),
+        non_blocking);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("copy_", error);
+    throw;
+  }
 }
 
 // `copy_` is not registered as an operator: it serves same-device copies

@@ -3,7 +3,8 @@
 //
 // The hip_pu vendor kernels: one wrapper per `ops:` entry with a
 // kernel. Each counts the call, makes the first tensor's device current and
-// calls the kernel on the current stream with conjugate/negative views resolved.
+// calls the kernel on the current stream with conjugate/negative views resolved; a
+// kernel error raised while the device is in a fault becomes that fault's exception.
 #include <torch_fl/core_ops.h>
 #include <torch_fl/fallback.h>
 #include <torch_fl/streams.h>

@@ -3,7 +3,8 @@
 //
 // The npu vendor kernels: one wrapper per `ops:` entry with a
 // kernel. Each counts the call, makes the first tensor's device current and
-// calls the kernel on the current stream with conjugate/negative views resolved.
+// calls the kernel on the current stream with conjugate/negative views resolved; a
+// kernel error raised while the device is in a fault becomes that fault's exception.
 #include <torch_fl/core_ops.h>
 #include <torch_fl/fallback.h>
 #include <torch_fl/streams.h>
@@ -65,11 +66,16 @@ at::Tensor add_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, 
   static torch_fl::PathCounter counter("add.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::add(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(other),
-      alpha);
+  try {
+    return simnpu::ops::add(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(other),
+        alpha);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("add.Tensor", error);
+    throw;
+  }
 }
 
 // add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)
@@ -78,7 +84,16 @@ at::Tensor & add__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
   counter.hit();
   torch_fl::check_no_math_bits(self, "add_.Tensor");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::add_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other), alpha);
+  try {
+    return simnpu::ops::add_(
+        torch_fl::StreamArg::current(),
+        self,
+        torch_fl::resolve_math_bits(other),
+        alpha);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("add_.Tensor", error);
+    throw;
+  }
 }
 
 // sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
@@ -86,11 +101,16 @@ at::Tensor sub_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, 
   static torch_fl::PathCounter counter("sub.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::sub(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(other),
-      alpha);
+  try {
+    return simnpu::ops::sub(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(other),
+        alpha);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("sub.Tensor", error);
+    throw;
+  }
 }
 
 // sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)
@@ -99,7 +119,16 @@ at::Tensor & sub__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
   counter.hit();
   torch_fl::check_no_math_bits(self, "sub_.Tensor");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::sub_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other), alpha);
+  try {
+    return simnpu::ops::sub_(
+        torch_fl::StreamArg::current(),
+        self,
+        torch_fl::resolve_math_bits(other),
+        alpha);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("sub_.Tensor", error);
+    throw;
+  }
 }
 
 // mul.Tensor(Tensor self, Tensor other) -> Tensor
@@ -107,10 +136,15 @@ at::Tensor mul_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) 
   static torch_fl::PathCounter counter("mul.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mul(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(other));
+  try {
+    return simnpu::ops::mul(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(other));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("mul.Tensor", error);
+    throw;
+  }
 }
 
 // mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
@@ -119,7 +153,12 @@ at::Tensor & mul__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
   counter.hit();
   torch_fl::check_no_math_bits(self, "mul_.Tensor");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mul_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other));
+  try {
+    return simnpu::ops::mul_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("mul_.Tensor", error);
+    throw;
+  }
 }
 
 // div.Tensor(Tensor self, Tensor other) -> Tensor
@@ -127,10 +166,15 @@ at::Tensor div_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) 
   static torch_fl::PathCounter counter("div.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::div(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(other));
+  try {
+    return simnpu::ops::div(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(other));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("div.Tensor", error);
+    throw;
+  }
 }
 
 // div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
@@ -139,7 +183,12 @@ at::Tensor & div__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
   counter.hit();
   torch_fl::check_no_math_bits(self, "div_.Tensor");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::div_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other));
+  try {
+    return simnpu::ops::div_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("div_.Tensor", error);
+    throw;
+  }
 }
 
 // add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)
@@ -152,12 +201,17 @@ at::Tensor & add_out_vendor(
   counter.hit();
   torch_fl::check_no_math_bits(out, "add.out");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::add_out(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(other),
-      alpha,
-      out);
+  try {
+    return simnpu::ops::add_out(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(other),
+        alpha,
+        out);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("add.out", error);
+    throw;
+  }
 }
 
 // sub.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)
@@ -170,12 +224,17 @@ at::Tensor & sub_out_vendor(
   counter.hit();
   torch_fl::check_no_math_bits(out, "sub.out");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::sub_out(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(other),
-      alpha,
-      out);
+  try {
+    return simnpu::ops::sub_out(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(other),
+        alpha,
+        out);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("sub.out", error);
+    throw;
+  }
 }
 
 // mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
@@ -184,11 +243,16 @@ at::Tensor & mul_out_vendor(const at::Tensor & self, const at::Tensor & other, a
   counter.hit();
   torch_fl::check_no_math_bits(out, "mul.out");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mul_out(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(other),
-      out);
+  try {
+    return simnpu::ops::mul_out(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(other),
+        out);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("mul.out", error);
+    throw;
+  }
 }
 
 // div.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
@@ -197,11 +261,16 @@ at::Tensor & div_out_vendor(const at::Tensor & self, const at::Tensor & other, a
   counter.hit();
   torch_fl::check_no_math_bits(out, "div.out");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::div_out(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(other),
-      out);
+  try {
+    return simnpu::ops::div_out(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(other),
+        out);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("div.out", error);
+    throw;
+  }
 }
 
 // relu(Tensor self) -> Tensor
@@ -209,7 +278,12 @@ at::Tensor relu_vendor(const at::Tensor & self) {
   static torch_fl::PathCounter counter("relu", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::relu(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self));
+  try {
+    return simnpu::ops::relu(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("relu", error);
+    throw;
+  }
 }
 
 // relu_(Tensor(a!) self) -> Tensor(a!)
@@ -218,7 +292,12 @@ at::Tensor & relu__vendor(at::Tensor & self) {
   counter.hit();
   torch_fl::check_no_math_bits(self, "relu_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::relu_(torch_fl::StreamArg::current(), self);
+  try {
+    return simnpu::ops::relu_(torch_fl::StreamArg::current(), self);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("relu_", error);
+    throw;
+  }
 }
 
 // threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor
@@ -229,11 +308,16 @@ at::Tensor threshold_backward_vendor(
   static torch_fl::PathCounter counter("threshold_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::threshold_backward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(grad_output),
-      torch_fl::resolve_math_bits(self),
-      threshold);
+  try {
+    return simnpu::ops::threshold_backward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(grad_output),
+        torch_fl::resolve_math_bits(self),
+        threshold);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("threshold_backward", error);
+    throw;
+  }
 }
 
 // mm(Tensor self, Tensor mat2) -> Tensor
@@ -241,10 +325,15 @@ at::Tensor mm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   static torch_fl::PathCounter counter("mm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::mm(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(mat2));
+  try {
+    return simnpu::ops::mm(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(mat2));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("mm", error);
+    throw;
+  }
 }
 
 // addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
@@ -257,13 +346,18 @@ at::Tensor addmm_vendor(
   static torch_fl::PathCounter counter("addmm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::addmm(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(mat1),
-      torch_fl::resolve_math_bits(mat2),
-      beta,
-      alpha);
+  try {
+    return simnpu::ops::addmm(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(mat1),
+        torch_fl::resolve_math_bits(mat2),
+        beta,
+        alpha);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("addmm", error);
+    throw;
+  }
 }
 
 // convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor
@@ -280,17 +374,22 @@ at::Tensor convolution_vendor(
   static torch_fl::PathCounter counter("convolution", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(input));
-  return simnpu::ops::convolution(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(input),
-      torch_fl::resolve_math_bits(weight),
-      torch_fl::resolve_math_bits(bias),
-      stride,
-      padding,
-      dilation,
-      transposed,
-      output_padding,
-      groups);
+  try {
+    return simnpu::ops::convolution(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(input),
+        torch_fl::resolve_math_bits(weight),
+        torch_fl::resolve_math_bits(bias),
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("convolution", error);
+    throw;
+  }
 }
 
 // convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)
@@ -309,19 +408,24 @@ at::Tensor convolution_vendor(
   static torch_fl::PathCounter counter("convolution_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::convolution_backward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(grad_output),
-      torch_fl::resolve_math_bits(input),
-      torch_fl::resolve_math_bits(weight),
-      bias_sizes,
-      stride,
-      padding,
-      dilation,
-      transposed,
-      output_padding,
-      groups,
-      output_mask);
+  try {
+    return simnpu::ops::convolution_backward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(grad_output),
+        torch_fl::resolve_math_bits(input),
+        torch_fl::resolve_math_bits(weight),
+        bias_sizes,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+        output_mask);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("convolution_backward", error);
+    throw;
+  }
 }
 
 // max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
@@ -335,14 +439,19 @@ at::Tensor convolution_vendor(
   static torch_fl::PathCounter counter("max_pool2d_with_indices", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::max_pool2d_with_indices(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      kernel_size,
-      stride,
-      padding,
-      dilation,
-      ceil_mode);
+  try {
+    return simnpu::ops::max_pool2d_with_indices(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        kernel_size,
+        stride,
+        padding,
+        dilation,
+        ceil_mode);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("max_pool2d_with_indices", error);
+    throw;
+  }
 }
 
 // max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor
@@ -358,16 +467,21 @@ at::Tensor max_pool2d_with_indices_backward_vendor(
   static torch_fl::PathCounter counter("max_pool2d_with_indices_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::max_pool2d_with_indices_backward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(grad_output),
-      torch_fl::resolve_math_bits(self),
-      kernel_size,
-      stride,
-      padding,
-      dilation,
-      ceil_mode,
-      torch_fl::resolve_math_bits(indices));
+  try {
+    return simnpu::ops::max_pool2d_with_indices_backward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(grad_output),
+        torch_fl::resolve_math_bits(self),
+        kernel_size,
+        stride,
+        padding,
+        dilation,
+        ceil_mode,
+        torch_fl::resolve_math_bits(indices));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("max_pool2d_with_indices_backward", error);
+    throw;
+  }
 }
 
 // _adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
@@ -375,10 +489,15 @@ at::Tensor _adaptive_avg_pool2d_vendor(const at::Tensor & self, at::IntArrayRef 
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::adaptive_avg_pool2d(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      output_size);
+  try {
+    return simnpu::ops::adaptive_avg_pool2d(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        output_size);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("_adaptive_avg_pool2d", error);
+    throw;
+  }
 }
 
 // _adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor
@@ -386,10 +505,15 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::adaptive_avg_pool2d_backward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(grad_output),
-      torch_fl::resolve_math_bits(self));
+  try {
+    return simnpu::ops::adaptive_avg_pool2d_backward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(grad_output),
+        torch_fl::resolve_math_bits(self));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("_adaptive_avg_pool2d_backward", error);
+    throw;
+  }
 }
 
 // native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)
@@ -405,16 +529,21 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
   static torch_fl::PathCounter counter("native_batch_norm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(input));
-  return simnpu::ops::batch_norm(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(input),
-      torch_fl::resolve_math_bits(weight),
-      torch_fl::resolve_math_bits(bias),
-      torch_fl::resolve_math_bits(running_mean),
-      torch_fl::resolve_math_bits(running_var),
-      training,
-      momentum,
-      eps);
+  try {
+    return simnpu::ops::batch_norm(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(input),
+        torch_fl::resolve_math_bits(weight),
+        torch_fl::resolve_math_bits(bias),
+        torch_fl::resolve_math_bits(running_mean),
+        torch_fl::resolve_math_bits(running_var),
+        training,
+        momentum,
+        eps);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("native_batch_norm", error);
+    throw;
+  }
 }
 
 // native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)
@@ -432,18 +561,23 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
   static torch_fl::PathCounter counter("native_batch_norm_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
-  return simnpu::ops::batch_norm_backward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(grad_out),
-      torch_fl::resolve_math_bits(input),
-      torch_fl::resolve_math_bits(weight),
-      torch_fl::resolve_math_bits(running_mean),
-      torch_fl::resolve_math_bits(running_var),
-      torch_fl::resolve_math_bits(save_mean),
-      torch_fl::resolve_math_bits(save_invstd),
-      train,
-      eps,
-      output_mask);
+  try {
+    return simnpu::ops::batch_norm_backward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(grad_out),
+        torch_fl::resolve_math_bits(input),
+        torch_fl::resolve_math_bits(weight),
+        torch_fl::resolve_math_bits(running_mean),
+        torch_fl::resolve_math_bits(running_var),
+        torch_fl::resolve_math_bits(save_mean),
+        torch_fl::resolve_math_bits(save_invstd),
+        train,
+        eps,
+        output_mask);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("native_batch_norm_backward", error);
+    throw;
+  }
 }
 
 // _log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
@@ -451,11 +585,16 @@ at::Tensor _log_softmax_vendor(const at::Tensor & self, int64_t dim, bool half_t
   static torch_fl::PathCounter counter("_log_softmax", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::log_softmax(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      dim,
-      half_to_float);
+  try {
+    return simnpu::ops::log_softmax(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        dim,
+        half_to_float);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("_log_softmax", error);
+    throw;
+  }
 }
 
 // _log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor
@@ -467,12 +606,17 @@ at::Tensor _log_softmax_backward_data_vendor(
   static torch_fl::PathCounter counter("_log_softmax_backward_data", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::log_softmax_backward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(grad_output),
-      torch_fl::resolve_math_bits(output),
-      dim,
-      input_dtype);
+  try {
+    return simnpu::ops::log_softmax_backward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(grad_output),
+        torch_fl::resolve_math_bits(output),
+        dim,
+        input_dtype);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("_log_softmax_backward_data", error);
+    throw;
+  }
 }
 
 // nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)
@@ -485,13 +629,18 @@ at::Tensor _log_softmax_backward_data_vendor(
   static torch_fl::PathCounter counter("nll_loss_forward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::nll_loss_forward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(target),
-      torch_fl::resolve_math_bits(weight),
-      reduction,
-      ignore_index);
+  try {
+    return simnpu::ops::nll_loss_forward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(target),
+        torch_fl::resolve_math_bits(weight),
+        reduction,
+        ignore_index);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("nll_loss_forward", error);
+    throw;
+  }
 }
 
 // nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor
@@ -506,15 +655,20 @@ at::Tensor nll_loss_backward_vendor(
   static torch_fl::PathCounter counter("nll_loss_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return simnpu::ops::nll_loss_backward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(grad_output),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(target),
-      torch_fl::resolve_math_bits(weight),
-      reduction,
-      ignore_index,
-      torch_fl::resolve_math_bits(total_weight));
+  try {
+    return simnpu::ops::nll_loss_backward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(grad_output),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(target),
+        torch_fl::resolve_math_bits(weight),
+        reduction,
+        ignore_index,
+        torch_fl::resolve_math_bits(total_weight));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("nll_loss_backward", error);
+    throw;
+  }
 }
 
 // sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
@@ -526,12 +680,17 @@ at::Tensor sum_dim_IntList_vendor(
   static torch_fl::PathCounter counter("sum.dim_IntList", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::sum(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      dim,
-      keepdim,
-      dtype);
+  try {
+    return simnpu::ops::sum(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        dim,
+        keepdim,
+        dtype);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("sum.dim_IntList", error);
+    throw;
+  }
 }
 
 // fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)
@@ -540,7 +699,12 @@ at::Tensor & fill__Scalar_vendor(at::Tensor & self, const at::Scalar & value) {
   counter.hit();
   torch_fl::check_no_math_bits(self, "fill_.Scalar");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::fill_(torch_fl::StreamArg::current(), self, value);
+  try {
+    return simnpu::ops::fill_(torch_fl::StreamArg::current(), self, value);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("fill_.Scalar", error);
+    throw;
+  }
 }
 
 // zero_(Tensor(a!) self) -> Tensor(a!)
@@ -549,7 +713,12 @@ at::Tensor & zero__vendor(at::Tensor & self) {
   counter.hit();
   torch_fl::check_no_math_bits(self, "zero_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::zero_(torch_fl::StreamArg::current(), self);
+  try {
+    return simnpu::ops::zero_(torch_fl::StreamArg::current(), self);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("zero_", error);
+    throw;
+  }
 }
 
 // copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)
@@ -558,11 +727,16 @@ at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_bl
   counter.hit();
   torch_fl::check_no_math_bits(self, "copy_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::copy_(
-      torch_fl::StreamArg::current(),
-      self,
-      torch_fl::resolve_math_bits(src),
-      non_blocking);
+  try {
+    return simnpu::ops::copy_(
+        torch_fl::StreamArg::current(),
+        self,
+        torch_fl::resolve_math_bits(src),
+        non_blocking);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("copy_", error);
+    throw;
+  }
 }
 
 // normal_(Tensor(a!) self, float mean=0, float std=1, *, Generator? generator=None) -> Tensor(a!)
@@ -575,7 +749,12 @@ at::Tensor & normal__vendor(
   counter.hit();
   torch_fl::check_no_math_bits(self, "normal_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::normal_(torch_fl::StreamArg::current(), self, mean, std, generator);
+  try {
+    return simnpu::ops::normal_(torch_fl::StreamArg::current(), self, mean, std, generator);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("normal_", error);
+    throw;
+  }
 }
 
 // uniform_(Tensor(a!) self, float from=0, float to=1, *, Generator? generator=None) -> Tensor(a!)
@@ -588,7 +767,12 @@ at::Tensor & uniform__vendor(
   counter.hit();
   torch_fl::check_no_math_bits(self, "uniform_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::uniform_(torch_fl::StreamArg::current(), self, from, to, generator);
+  try {
+    return simnpu::ops::uniform_(torch_fl::StreamArg::current(), self, from, to, generator);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("uniform_", error);
+    throw;
+  }
 }
 
 // random_(Tensor(a!) self, *, Generator? generator=None) -> Tensor(a!)
@@ -597,7 +781,12 @@ at::Tensor & random__vendor(at::Tensor & self, ::std::optional<at::Generator> ge
   counter.hit();
   torch_fl::check_no_math_bits(self, "random_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::random_(torch_fl::StreamArg::current(), self, generator);
+  try {
+    return simnpu::ops::random_(torch_fl::StreamArg::current(), self, generator);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("random_", error);
+    throw;
+  }
 }
 
 // random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None) -> Tensor(a!)
@@ -610,7 +799,12 @@ at::Tensor & random__from_vendor(
   counter.hit();
   torch_fl::check_no_math_bits(self, "random_.from");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return simnpu::ops::random_from(torch_fl::StreamArg::current(), self, from, to, generator);
+  try {
+    return simnpu::ops::random_from(torch_fl::StreamArg::current(), self, from, to, generator);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("random_.from", error);
+    throw;
+  }
 }
 
 // randperm.generator_out(SymInt n, *, Generator? generator, Tensor(a!) out) -> Tensor(a!)
@@ -622,7 +816,12 @@ at::Tensor & randperm_generator_out_vendor(
   counter.hit();
   torch_fl::check_no_math_bits(out, "randperm.generator_out");
   const c10::OptionalDeviceGuard guard(at::device_of(out));
-  return simnpu::ops::randperm_out(torch_fl::StreamArg::current(), n, generator, out);
+  try {
+    return simnpu::ops::randperm_out(torch_fl::StreamArg::current(), n, generator, out);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("randperm.generator_out", error);
+    throw;
+  }
 }
 
 // `copy_` is not registered as an operator: it serves same-device copies

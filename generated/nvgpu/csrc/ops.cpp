@@ -3,7 +3,8 @@
 //
 // The nvgpu vendor kernels: one wrapper per `ops:` entry with a
 // kernel. Each counts the call, makes the first tensor's device current and
-// calls the kernel on the current stream with conjugate/negative views resolved.
+// calls the kernel on the current stream with conjugate/negative views resolved; a
+// kernel error raised while the device is in a fault becomes that fault's exception.
 #include <torch_fl/core_ops.h>
 #include <torch_fl/fallback.h>
 #include <torch_fl/streams.h>
@@ -48,10 +49,15 @@ at::Tensor mm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   static torch_fl::PathCounter counter("mm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::mm(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(mat2));
+  try {
+    return nvgpu::ops::mm(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(mat2));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("mm", error);
+    throw;
+  }
 }
 
 // addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
@@ -64,13 +70,18 @@ at::Tensor addmm_vendor(
   static torch_fl::PathCounter counter("addmm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::addmm(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(mat1),
-      torch_fl::resolve_math_bits(mat2),
-      beta,
-      alpha);
+  try {
+    return nvgpu::ops::addmm(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(mat1),
+        torch_fl::resolve_math_bits(mat2),
+        beta,
+        alpha);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("addmm", error);
+    throw;
+  }
 }
 
 // bmm(Tensor self, Tensor mat2) -> Tensor
@@ -78,10 +89,15 @@ at::Tensor bmm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   static torch_fl::PathCounter counter("bmm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::bmm(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(mat2));
+  try {
+    return nvgpu::ops::bmm(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(mat2));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("bmm", error);
+    throw;
+  }
 }
 
 // baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
@@ -94,13 +110,18 @@ at::Tensor baddbmm_vendor(
   static torch_fl::PathCounter counter("baddbmm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::baddbmm(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(batch1),
-      torch_fl::resolve_math_bits(batch2),
-      beta,
-      alpha);
+  try {
+    return nvgpu::ops::baddbmm(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(batch1),
+        torch_fl::resolve_math_bits(batch2),
+        beta,
+        alpha);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("baddbmm", error);
+    throw;
+  }
 }
 
 // convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor
@@ -117,17 +138,22 @@ at::Tensor convolution_vendor(
   static torch_fl::PathCounter counter("convolution", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(input));
-  return nvgpu::ops::convolution(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(input),
-      torch_fl::resolve_math_bits(weight),
-      torch_fl::resolve_math_bits(bias),
-      stride,
-      padding,
-      dilation,
-      transposed,
-      output_padding,
-      groups);
+  try {
+    return nvgpu::ops::convolution(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(input),
+        torch_fl::resolve_math_bits(weight),
+        torch_fl::resolve_math_bits(bias),
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("convolution", error);
+    throw;
+  }
 }
 
 // convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)
@@ -146,19 +172,24 @@ at::Tensor convolution_vendor(
   static torch_fl::PathCounter counter("convolution_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return nvgpu::ops::convolution_backward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(grad_output),
-      torch_fl::resolve_math_bits(input),
-      torch_fl::resolve_math_bits(weight),
-      bias_sizes,
-      stride,
-      padding,
-      dilation,
-      transposed,
-      output_padding,
-      groups,
-      output_mask);
+  try {
+    return nvgpu::ops::convolution_backward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(grad_output),
+        torch_fl::resolve_math_bits(input),
+        torch_fl::resolve_math_bits(weight),
+        bias_sizes,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+        output_mask);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("convolution_backward", error);
+    throw;
+  }
 }
 
 // native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)
@@ -174,16 +205,21 @@ at::Tensor convolution_vendor(
   static torch_fl::PathCounter counter("native_batch_norm", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(input));
-  return nvgpu::ops::batch_norm(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(input),
-      torch_fl::resolve_math_bits(weight),
-      torch_fl::resolve_math_bits(bias),
-      torch_fl::resolve_math_bits(running_mean),
-      torch_fl::resolve_math_bits(running_var),
-      training,
-      momentum,
-      eps);
+  try {
+    return nvgpu::ops::batch_norm(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(input),
+        torch_fl::resolve_math_bits(weight),
+        torch_fl::resolve_math_bits(bias),
+        torch_fl::resolve_math_bits(running_mean),
+        torch_fl::resolve_math_bits(running_var),
+        training,
+        momentum,
+        eps);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("native_batch_norm", error);
+    throw;
+  }
 }
 
 // native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)
@@ -201,18 +237,23 @@ at::Tensor convolution_vendor(
   static torch_fl::PathCounter counter("native_batch_norm_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
-  return nvgpu::ops::batch_norm_backward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(grad_out),
-      torch_fl::resolve_math_bits(input),
-      torch_fl::resolve_math_bits(weight),
-      torch_fl::resolve_math_bits(running_mean),
-      torch_fl::resolve_math_bits(running_var),
-      torch_fl::resolve_math_bits(save_mean),
-      torch_fl::resolve_math_bits(save_invstd),
-      train,
-      eps,
-      output_mask);
+  try {
+    return nvgpu::ops::batch_norm_backward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(grad_out),
+        torch_fl::resolve_math_bits(input),
+        torch_fl::resolve_math_bits(weight),
+        torch_fl::resolve_math_bits(running_mean),
+        torch_fl::resolve_math_bits(running_var),
+        torch_fl::resolve_math_bits(save_mean),
+        torch_fl::resolve_math_bits(save_invstd),
+        train,
+        eps,
+        output_mask);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("native_batch_norm_backward", error);
+    throw;
+  }
 }
 
 // max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
@@ -226,14 +267,19 @@ at::Tensor convolution_vendor(
   static torch_fl::PathCounter counter("max_pool2d_with_indices", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::max_pool2d_with_indices(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      kernel_size,
-      stride,
-      padding,
-      dilation,
-      ceil_mode);
+  try {
+    return nvgpu::ops::max_pool2d_with_indices(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        kernel_size,
+        stride,
+        padding,
+        dilation,
+        ceil_mode);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("max_pool2d_with_indices", error);
+    throw;
+  }
 }
 
 // max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor
@@ -249,16 +295,21 @@ at::Tensor max_pool2d_with_indices_backward_vendor(
   static torch_fl::PathCounter counter("max_pool2d_with_indices_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return nvgpu::ops::max_pool2d_with_indices_backward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(grad_output),
-      torch_fl::resolve_math_bits(self),
-      kernel_size,
-      stride,
-      padding,
-      dilation,
-      ceil_mode,
-      torch_fl::resolve_math_bits(indices));
+  try {
+    return nvgpu::ops::max_pool2d_with_indices_backward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(grad_output),
+        torch_fl::resolve_math_bits(self),
+        kernel_size,
+        stride,
+        padding,
+        dilation,
+        ceil_mode,
+        torch_fl::resolve_math_bits(indices));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("max_pool2d_with_indices_backward", error);
+    throw;
+  }
 }
 
 // _adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
@@ -266,10 +317,15 @@ at::Tensor _adaptive_avg_pool2d_vendor(const at::Tensor & self, at::IntArrayRef 
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::adaptive_avg_pool2d(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      output_size);
+  try {
+    return nvgpu::ops::adaptive_avg_pool2d(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        output_size);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("_adaptive_avg_pool2d", error);
+    throw;
+  }
 }
 
 // _adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor
@@ -277,10 +333,15 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return nvgpu::ops::adaptive_avg_pool2d_backward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(grad_output),
-      torch_fl::resolve_math_bits(self));
+  try {
+    return nvgpu::ops::adaptive_avg_pool2d_backward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(grad_output),
+        torch_fl::resolve_math_bits(self));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("_adaptive_avg_pool2d_backward", error);
+    throw;
+  }
 }
 
 // _softmax(Tensor self, int dim, bool half_to_float) -> Tensor
@@ -288,11 +349,16 @@ at::Tensor _softmax_vendor(const at::Tensor & self, int64_t dim, bool half_to_fl
   static torch_fl::PathCounter counter("_softmax", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::softmax(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      dim,
-      half_to_float);
+  try {
+    return nvgpu::ops::softmax(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        dim,
+        half_to_float);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("_softmax", error);
+    throw;
+  }
 }
 
 // _softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor
@@ -304,12 +370,17 @@ at::Tensor _softmax_backward_data_vendor(
   static torch_fl::PathCounter counter("_softmax_backward_data", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return nvgpu::ops::softmax_backward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(grad_output),
-      torch_fl::resolve_math_bits(output),
-      dim,
-      input_dtype);
+  try {
+    return nvgpu::ops::softmax_backward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(grad_output),
+        torch_fl::resolve_math_bits(output),
+        dim,
+        input_dtype);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("_softmax_backward_data", error);
+    throw;
+  }
 }
 
 // _log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
@@ -317,11 +388,16 @@ at::Tensor _log_softmax_vendor(const at::Tensor & self, int64_t dim, bool half_t
   static torch_fl::PathCounter counter("_log_softmax", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::log_softmax(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      dim,
-      half_to_float);
+  try {
+    return nvgpu::ops::log_softmax(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        dim,
+        half_to_float);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("_log_softmax", error);
+    throw;
+  }
 }
 
 // _log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor
@@ -333,12 +409,17 @@ at::Tensor _log_softmax_backward_data_vendor(
   static torch_fl::PathCounter counter("_log_softmax_backward_data", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return nvgpu::ops::log_softmax_backward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(grad_output),
-      torch_fl::resolve_math_bits(output),
-      dim,
-      input_dtype);
+  try {
+    return nvgpu::ops::log_softmax_backward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(grad_output),
+        torch_fl::resolve_math_bits(output),
+        dim,
+        input_dtype);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("_log_softmax_backward_data", error);
+    throw;
+  }
 }
 
 // nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)
@@ -351,13 +432,18 @@ at::Tensor _log_softmax_backward_data_vendor(
   static torch_fl::PathCounter counter("nll_loss_forward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::nll_loss_forward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(target),
-      torch_fl::resolve_math_bits(weight),
-      reduction,
-      ignore_index);
+  try {
+    return nvgpu::ops::nll_loss_forward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(target),
+        torch_fl::resolve_math_bits(weight),
+        reduction,
+        ignore_index);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("nll_loss_forward", error);
+    throw;
+  }
 }
 
 // nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor
@@ -372,15 +458,20 @@ at::Tensor nll_loss_backward_vendor(
   static torch_fl::PathCounter counter("nll_loss_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return nvgpu::ops::nll_loss_backward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(grad_output),
-      torch_fl::resolve_math_bits(self),
-      torch_fl::resolve_math_bits(target),
-      torch_fl::resolve_math_bits(weight),
-      reduction,
-      ignore_index,
-      torch_fl::resolve_math_bits(total_weight));
+  try {
+    return nvgpu::ops::nll_loss_backward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(grad_output),
+        torch_fl::resolve_math_bits(self),
+        torch_fl::resolve_math_bits(target),
+        torch_fl::resolve_math_bits(weight),
+        reduction,
+        ignore_index,
+        torch_fl::resolve_math_bits(total_weight));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("nll_loss_backward", error);
+    throw;
+  }
 }
 
 // index_select(Tensor self, int dim, Tensor index) -> Tensor
@@ -388,11 +479,16 @@ at::Tensor index_select_vendor(const at::Tensor & self, int64_t dim, const at::T
   static torch_fl::PathCounter counter("index_select", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::index_select(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(self),
-      dim,
-      torch_fl::resolve_math_bits(index));
+  try {
+    return nvgpu::ops::index_select(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(self),
+        dim,
+        torch_fl::resolve_math_bits(index));
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("index_select", error);
+    throw;
+  }
 }
 
 // embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor
@@ -405,13 +501,18 @@ at::Tensor embedding_dense_backward_vendor(
   static torch_fl::PathCounter counter("embedding_dense_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  return nvgpu::ops::embedding_dense_backward(
-      torch_fl::StreamArg::current(),
-      torch_fl::resolve_math_bits(grad_output),
-      torch_fl::resolve_math_bits(indices),
-      num_weights,
-      padding_idx,
-      scale_grad_by_freq);
+  try {
+    return nvgpu::ops::embedding_dense_backward(
+        torch_fl::StreamArg::current(),
+        torch_fl::resolve_math_bits(grad_output),
+        torch_fl::resolve_math_bits(indices),
+        num_weights,
+        padding_idx,
+        scale_grad_by_freq);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("embedding_dense_backward", error);
+    throw;
+  }
 }
 
 // copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)
@@ -420,11 +521,16 @@ at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_bl
   counter.hit();
   torch_fl::check_no_math_bits(self, "copy_");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  return nvgpu::ops::copy_(
-      torch_fl::StreamArg::current(),
-      self,
-      torch_fl::resolve_math_bits(src),
-      non_blocking);
+  try {
+    return nvgpu::ops::copy_(
+        torch_fl::StreamArg::current(),
+        self,
+        torch_fl::resolve_math_bits(src),
+        non_blocking);
+  } catch (const c10::Error& error) {
+    torch_fl::raise_vendor_fault("copy_", error);
+    throw;
+  }
 }
 
 // `copy_` is not registered as an operator: it serves same-device copies

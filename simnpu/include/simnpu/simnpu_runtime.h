@@ -77,7 +77,7 @@ simnpuError_t simnpuMemsetAsync(void* dst, int value, size_t count, simnpuStream
 simnpuError_t simnpuStreamCreate(simnpuStream_t* stream);   /* on the current device */
 simnpuError_t simnpuStreamDestroy(simnpuStream_t stream);
 simnpuError_t simnpuStreamSynchronize(simnpuStream_t stream);
-simnpuError_t simnpuStreamQuery(simnpuStream_t stream);    /* Success or NotReady */
+simnpuError_t simnpuStreamQuery(simnpuStream_t stream);    /* Success, NotReady, or DeviceLost */
 simnpuError_t simnpuStreamWaitEvent(simnpuStream_t stream, simnpuEvent_t event, unsigned int flags); /* flags: 0 */
 simnpuError_t simnpuStreamGetDevice(simnpuStream_t stream, int* device);
 typedef void (*simnpuHostFn_t)(void* user_data);

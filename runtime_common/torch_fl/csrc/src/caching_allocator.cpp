@@ -166,12 +166,16 @@ class DeviceCache {
 
   void empty_cache() {
     std::lock_guard<std::mutex> lock(mutex_);
+    // The driver's free waits for the device's queued work: with a sync timeout set, that wait
+    // is bounded first (torch_fl.StreamTimeoutError on a stalled device, its cache kept).
+    wait_device_idle(device_);
     synchronize_and_free_events();
     release_cached_blocks();
   }
 
   DeviceStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
+    process_events();  // blocks whose streams have finished with them are no longer active
     return stats_;
   }
 
@@ -348,28 +352,31 @@ class DeviceCache {
     if (block->pending_events == 0) free_block(block);
   }
 
-  // Returns blocks whose recorded events have completed to their pools.
+  // Returns blocks whose recorded events have completed to their pools. Never throws: an event
+  // the driver reports in error (a failed kernel, a lost device) is over too, and the stream's
+  // fault is raised where the stream is waited on, not at an unrelated allocation.
   void process_events() {
     auto& d = Driver::instance();
     for (auto it = pending_.begin(); it != pending_.end();) {
-      const int status = driver().event_query(it->first);
-      if (status == d.description().status_not_ready) {
+      if (driver().event_query(it->first) == d.description().status_not_ready) {
         ++it;
         continue;
       }
-      if (!d.ok(status)) d.fail(status, "event_query");
       finish_event(it->first, it->second);
       it = pending_.erase(it);
     }
   }
 
+  // Each event leaves the list as it completes: a wait that raises (a timeout, a fault) leaves
+  // the list holding exactly the events still outstanding.
   void synchronize_and_free_events() {
     stats_.num_sync_all_streams += 1;
-    for (auto& [event, block] : pending_) {
+    while (!pending_.empty()) {
+      auto [event, block] = pending_.front();
       synchronize_event(event);
       finish_event(event, block);
+      pending_.erase(pending_.begin());
     }
-    pending_.clear();
   }
 
   void finish_event(void* event, Block* block) {
@@ -497,9 +504,19 @@ void CachingDeviceAllocator::copy_data(void* dest, const void* src, std::size_t 
       driver().memcpy(dest, src, count, Driver::instance().description().memcpy_device_to_device));
 }
 
+// Every device's cache is emptied even when one device fails (lost, stalled); the first
+// failure is raised afterwards.
 void CachingDeviceAllocator::emptyCache(c10::MempoolId_t) {
   if (!initialized()) return;
-  for (auto& cache : caches_) cache->empty_cache();
+  std::exception_ptr first_failure;
+  for (auto& cache : caches_) {
+    try {
+      cache->empty_cache();
+    } catch (...) {
+      if (!first_failure) first_failure = std::current_exception();
+    }
+  }
+  if (first_failure) std::rethrow_exception(first_failure);
 }
 
 void CachingDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {

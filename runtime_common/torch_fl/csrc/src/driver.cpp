@@ -126,7 +126,7 @@ void Driver::ensure_loaded() {
   int version = 0;
   int status = api_.driver_version(&version);
   if (status != description.status_success) {
-    failed("driver_version hook failed with status " + std::to_string(status));
+    failed("driver_version hook failed with status " + std::to_string(status) + " (" + error_text(status) + ")");
   }
   runtime_version_code_ = version;
   if (decode_version(version, description) != decode_version(description.built_version_code, description)) {

@@ -151,4 +151,33 @@ void synchronize_event(void* event) {
                   [event] { return driver().event_synchronize(event); }, "event");
 }
 
+void wait_device_idle(c10::DeviceIndex device) {
+  if (sync_timeout_seconds() <= 0) return;
+  auto& streams = streams_of(device);
+  for (int id = 0; id <= kStreamPoolSize; ++id) {
+    void* handle = streams.handles[id];
+    if (!handle) continue;
+    std::ostringstream what;
+    what << "stream " << id << " of device " << static_cast<int>(device);
+    const int success = Driver::instance().description().status_success;
+    wait_until_done([handle] { return driver().stream_query(handle); }, [success] { return success; }, what.str());
+  }
+}
+
+void raise_vendor_fault(const char* op, const c10::Error& error) {
+  auto& d = Driver::instance();
+  const auto& desc = d.description();
+  int status = desc.status_success;
+  try {
+    status = driver().stream_query(native_stream(current_stream(-1)));
+  } catch (const std::exception&) {
+    return;  // the stream cannot be asked: the kernel's own error is the better report
+  }
+  if (status != desc.status_device_lost && status != desc.status_launch_failure && status != desc.status_timeout) {
+    return;
+  }
+  const std::string what = std::string("the vendor kernel of ") + op + " (" + error.what_without_backtrace() + ")";
+  d.fail(status, what.c_str());
+}
+
 }  // namespace torch_fl

@@ -27,6 +27,16 @@ bool query_stream(const c10::Stream& stream);
 void synchronize_stream(const c10::Stream& stream);
 void synchronize_device(c10::DeviceIndex device);
 void synchronize_event(void* event);
+// Waits, within TORCH_FL_SYNC_TIMEOUT (raising Fault::kTimeout past it), until no stream of
+// `device` has work queued; a stream in a fault counts as idle, its work will not run. Without
+// a timeout it returns at once (the driver's own calls then wait as long as they need).
+void wait_device_idle(c10::DeviceIndex device);
+
+// Called where a vendor kernel threw: vendor libraries report a launch the driver refused as
+// their own error, whatever the cause. When the current stream is in a fault the spec names
+// (device lost, launch failure, timeout), raises that fault (torch_fl.DeviceLostError, ...)
+// with the kernel's message; otherwise returns, and the caller rethrows the kernel's error.
+void raise_vendor_fault(const char* op, const c10::Error& error);
 // The polling wait behind them: `query` until it stops returning not-ready (or the timeout
 // passes), then `sync` for the final status; a failure raises naming `what`.
 void wait_until_done(const std::function<int()>& query, const std::function<int()>& sync, const std::string& what);
