@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from torchfl_gen import __version__, build as build_mod
 from torchfl_gen.build import BuildError, generate
 from torchfl_gen.cli import main as cli_main
-from torchfl_gen.render import MARKER, cpp_string, json_literal, py_string, render, spec_source_for
+from torchfl_gen.render import MARKER, cpp_string, json_literal, manifest, py_string, render, spec_source_for
 from torchfl_gen.spec import load_spec
 from e2e_helpers import run_python
 from spec_helpers import NPU, NPU_TEXT, ROOT, edit, write
@@ -238,11 +238,10 @@ def test_regenerate_rewrites_only_what_changed(tmp_path):
     generate(spec, out)
     (out / "csrc" / "ops.cpp").write_text("// edited\n")
     (out / "setup.py").unlink()
-    (out / "csrc" / "extra.cpp").write_text("// stray\n")
     age(out)
     before = snapshot(out)
     result = generate(spec, out)
-    assert result.changed == ("csrc/ops.cpp", "setup.py", "csrc/extra.cpp")
+    assert result.changed == ("csrc/ops.cpp", "setup.py")
     after = snapshot(out)
     assert set(after) == set(render(spec, out))
     for rel, (data, mtime) in after.items():
@@ -250,6 +249,21 @@ def test_regenerate_rewrites_only_what_changed(tmp_path):
             assert mtime != before.get(rel, (b"", 0))[1]
         else:
             assert (data, mtime) == before[rel], f"{rel} was rewritten"
+    assert siblings(out) == ["npu"]
+
+
+def test_a_file_an_earlier_generation_wrote_is_removed(tmp_path):
+    """A file the marker lists (written by an earlier generation) that the templates no longer
+    render is the generator's own: removed, and reported."""
+    spec = tree_spec(tmp_path)
+    out = tmp_path / "generated" / "npu"
+    generate(spec, out)
+    (out / "csrc" / "old_ops.cpp").write_text("// an earlier template\n")
+    marker = out / MARKER
+    marker.write_text(marker.read_text() + "  csrc/old_ops.cpp\n")
+    result = generate(spec, out)
+    assert result.changed == (MARKER, "csrc/old_ops.cpp")
+    assert set(snapshot(out)) == set(render(spec, out))
     assert siblings(out) == ["npu"]
 
 
@@ -287,6 +301,90 @@ def test_generate_into_an_empty_folder(tmp_path):
     assert result.exit_code == 0, result.output
     assert (out / MARKER).is_file()
     assert result.stdout.startswith(f"{out}: ")
+
+
+def test_the_marker_lists_every_file_written(spec):
+    files = render(spec, COMMITTED)
+    assert manifest(files[MARKER]) == set(files)
+    assert manifest("Written by torchfl-gen 0.1.0 from specs/npu.yaml; torchfl-gen replaces this folder\n") is None
+
+
+def foreign_files(out: Path) -> list[str]:
+    """A user's files in a generated package folder (as the refusal names them)."""
+    (out / "important.txt").write_text("the user's notes")
+    (out / "notes").mkdir()
+    (out / "notes" / "todo.md").write_text("- ship it")
+    (out / "csrc" / "mine.cpp").write_text("// the user's kernel\n")
+    (out / "empty").mkdir()
+    elsewhere = out.parent / "elsewhere.txt"
+    elsewhere.write_text("not in the package")
+    (out / "link.txt").symlink_to(elsewhere)
+    return ["csrc/mine.cpp", "empty/", "important.txt", "link.txt", "notes/"]
+
+
+def test_generate_refuses_a_folder_holding_a_users_files(tmp_path):
+    """Issue 23: a folder with the generator's marker and a file the user added (important.txt)
+    lost the file. Now the folder is refused, naming the folder and what it did not write, and
+    nothing is touched (not even the generated files a run would change)."""
+    spec = tree_spec(tmp_path)
+    out = tmp_path / "generated" / "npu"
+    generate(spec, out)
+    named = foreign_files(out)
+    (out / "csrc" / "ops.cpp").write_text("// edited: a run would rewrite it\n")
+    add_build_products(out)
+    before, names = snapshot(out), siblings(out)
+    result = invoke("generate", str(tmp_path / "specs" / "npu.yaml"), "-o", str(out))
+    assert result.exit_code == 3, result.output
+    message = result.stderr
+    assert f"{out.resolve()} holds what torchfl-gen did not write: {', '.join(named)};" in message, message
+    assert "Traceback" not in result.output and "[Errno" not in result.output
+    assert snapshot(out) == before and siblings(out) == names
+    assert (out / "important.txt").read_text() == "the user's notes"
+    with pytest.raises(BuildError, match="important.txt"):
+        generate(spec, out)
+    # Nothing to change: refused all the same (the folder is not the generator's alone).
+    generate_clean = tmp_path / "b" / "npu"
+    generate(spec, generate_clean)
+    (generate_clean / "important.txt").write_text("mine")
+    with pytest.raises(BuildError, match="important.txt"):
+        generate(spec, generate_clean)
+    # Moved out, the folder is the generator's again.
+    for rel in named:
+        path = out / rel
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    assert generate(spec, out).changed == ("csrc/ops.cpp",)
+    for rel, data in BUILD_PRODUCTS.items():
+        assert (out / rel).read_bytes() == data, rel
+
+
+def test_a_marker_without_a_file_list(tmp_path):
+    """A folder an older torchfl-gen wrote (its marker lists no files): the generator owns the
+    files it writes there now (and build products); anything else is refused."""
+    spec = tree_spec(tmp_path)
+    out = tmp_path / "generated" / "npu"
+    generate(spec, out)
+    (out / MARKER).write_text("Written by torchfl-gen 0.0.9 from specs/npu.yaml; "
+                              "torchfl-gen replaces this folder on each build.\n")
+    add_build_products(out)
+    (out / "csrc" / "extra.cpp").write_text("// not a file this version writes\n")
+    before = snapshot(out)
+    with pytest.raises(BuildError, match="csrc/extra.cpp"):
+        generate(spec, out)
+    assert snapshot(out) == before
+    (out / "csrc" / "extra.cpp").unlink()
+    assert generate(spec, out).changed == (MARKER,)
+    assert manifest((out / MARKER).read_text()) == set(render(spec, out))
+
+
+def test_a_marker_that_is_not_the_generators(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "data.txt").write_text("mine")
+    (out / MARKER).symlink_to(tmp_path / "elsewhere")
+    before = snapshot(out)
+    with pytest.raises(BuildError, match="was not written by torchfl-gen"):
+        generate(load_spec(NPU), out)
+    assert snapshot(out) == before
 
 
 class Boom(OSError):
@@ -422,6 +520,8 @@ BUILD_PRODUCTS = {
     "torch_fl_npu.egg-info/PKG-INFO": b"Name: torch-fl-npu\n",
     "tests/__pycache__/test_device.cpython-311.pyc": b"pyc",
     "torch_fl_npu/__pycache__/spec.cpython-311.pyc": b"pyc",
+    ".pytest_cache/v/cache/lastfailed": b"{}",
+    ".torchfl/suite-npu.jsonl": b"{}\n",     # the package's suite run from inside the folder
 }
 
 
