@@ -1,8 +1,10 @@
 """Generate a backend package and compile/install it, cached.
 
-The output folder is replaced atomically (a sibling temp folder, then a swap),
+The output folder is replaced atomically (a sibling staging folder, then a swap),
 and files whose text did not change keep their timestamps, so ninja's
-incremental build in the cache folder sees only real changes.
+incremental build in the cache folder sees only real changes. What the folder may
+hold, what is never deleted, the lock beside it and how a killed run leaves it:
+docs/reliability.md, "Output folders".
 """
 from __future__ import annotations
 
