@@ -610,6 +610,20 @@ def test_a_run_killed_between_the_two_renames_is_recovered(tmp_path):
     assert {k: v[0] for k, v in snapshot(out).items()} == {k: v.encode() for k, v in render(spec, out).items()}
 
 
+def test_two_previous_packages_and_no_output_folder(tmp_path):
+    """Which previous package to restore is not guessed (only hand-made: a run restores the one
+    a killed run left before it writes): refused, naming both, nothing touched."""
+    spec = tree_spec(tmp_path)
+    out = tmp_path / "generated" / "npu"
+    out.parent.mkdir(parents=True)
+    for suffix in ("aaaaaaaa.old", "bbbbbbbb.old"):
+        staging_leftover(out, suffix)
+    before = {name: snapshot(out.parent / name) for name in siblings(out)}
+    with pytest.raises(BuildError, match=r"2 previous packages wait beside it \(.npu.staging-aaaaaaaa.old, "):
+        generate(spec, out)
+    assert {name: snapshot(out.parent / name) for name in siblings(out)} == before
+
+
 def test_a_run_killed_right_after_the_exchange(tmp_path):
     """Killed after the exchange: the new package is in place; the previous one, under the
     staging name, is removed by the next run."""
