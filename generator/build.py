@@ -1,17 +1,23 @@
 """Generate a backend package and compile/install it, cached.
 
-The output folder is replaced atomically (a sibling temp folder, then a swap),
+The output folder is replaced atomically (a sibling staging folder, then a swap),
 and files whose text did not change keep their timestamps, so ninja's
-incremental build in the cache folder sees only real changes.
+incremental build in the cache folder sees only real changes. What the folder may
+hold, what is never deleted, the lock beside it and how a killed run leaves it:
+docs/reliability.md, "Output folders".
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -22,7 +28,7 @@ from typing import Callable
 
 from . import __version__
 from .model import ChipSpec, NativeSpec
-from .render import MARKER, digest, render
+from .render import MARKER, digest, manifest, render
 from .runtime_files import csrc_dir
 from . import env
 
@@ -36,6 +42,7 @@ class GenerateResult:
     output_dir: Path
     changed: tuple[str, ...]   # files written or removed
     digest: str
+    recovered: str | None = None  # what was put back after a run killed mid-swap
 
 
 def same_file(path: Path, text: str) -> bool:
@@ -47,36 +54,204 @@ def same_file(path: Path, text: str) -> bool:
 
 
 
+def lock_path(output_dir: Path) -> Path:
+    """The lock file of an output folder: beside it, in its parent, so that every run on the
+    folder takes the same lock whatever its cache folder (`TORCH_FL_CACHE_DIR`)."""
+    return output_dir.parent / f".{output_dir.name}.torchfl-gen.lock"
+
+
 @contextlib.contextmanager
 def output_lock(output_dir: Path, waiting: Callable[[str], None] | None = None):
     """Holds the lock of one output folder: two torchfl-gen runs on it never interleave (the
-    second waits). The lock file lives in the cache folder, keyed on the output path."""
+    second waits). An `flock` on `lock_path` (created in the output's parent); the file is
+    removed on release, and a run that waited on a file removed meanwhile takes the lock again on
+    the new one."""
     output_dir = output_dir.resolve()
-    key = hashlib.sha256(str(output_dir).encode()).hexdigest()[:16]
-    path = cache_root() / "locks" / f"{output_dir.name}-{key}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
+    path = lock_path(output_dir)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise BuildError(f"cannot create the folder of {output_dir}: {os_error_text(error)}") from error
+    said = False
+    while True:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if waiting is not None:
-                waiting(f"waiting for another torchfl-gen run on {output_dir} to finish")
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        except OSError as error:
+            raise BuildError(f"cannot take the lock of {output_dir} ({path}): {os_error_text(error)}") from error
         try:
-            yield
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if waiting is not None and not said:
+                    waiting(f"waiting for another torchfl-gen run on {output_dir} to finish")
+                    said = True
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                current = os.stat(path, follow_symlinks=False)
+            except FileNotFoundError:
+                current = None
+            if current is None or not os.path.samestat(os.fstat(fd), current):
+                continue  # the holder removed the file: lock the one at the path now
+            try:
+                yield
+            finally:
+                if os.fstat(fd).st_size == 0:  # ours (a lock file stays empty); never a user's file
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+            return
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            os.close(fd)  # releases the flock
+
+
+def os_error_text(error: OSError) -> str:
+    """An OSError in words, without Python's `[Errno N]`."""
+    if error.strerror is None:
+        return str(error)
+    where = ""
+    if error.filename is not None:
+        where = f" ({error.filename}" + (f" -> {error.filename2}" if error.filename2 is not None else "") + ")"
+    return error.strerror + where
+
+
+# --- staging folders ------------------------------------------------------------------------------
+#
+# A package is written to `<parent>/.<name>.staging-XXXXXXXX` (mkdtemp: the name is new, so the
+# folder is this run's), whose first file is the marker; it is swapped in for the output folder.
+# With the two-rename swap, the previous package waits in `<staging>.old` between the renames.
+# Leftovers of a killed run are removed only where provably the generator's: the name has that
+# form and the folder is empty or holds the generator's marker (written first, removed last).
+
+STAGING = "staging-"
+
+
+def _staging_name(output_dir: Path) -> re.Pattern:
+    return re.compile(rf"\.{re.escape(output_dir.name)}\.{STAGING}[a-z0-9_]{{8}}(\.old)?")
+
+
+def _is_marker(path: Path) -> bool:
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return False
+        with open(path, "rb") as handle:
+            return handle.read(len(MARKER_START)) == MARKER_START
+    except OSError:
+        return False
+
+
+MARKER_START = b"Written by torchfl-gen "
+
+
+def _leftovers(output_dir: Path) -> list[Path]:
+    """Staging folders of killed runs on `output_dir` (the caller holds its lock, so no other run
+    is writing one): the name's form, a real folder, empty or with the generator's marker."""
+    if not output_dir.parent.is_dir():
+        return []
+    pattern = _staging_name(output_dir)
+    found = []
+    for entry in sorted(os.scandir(output_dir.parent), key=lambda e: e.name):
+        if not pattern.fullmatch(entry.name) or not entry.is_dir(follow_symlinks=False):
+            continue
+        folder = Path(entry.path)
+        if _is_marker(folder / MARKER) or not any(folder.iterdir()):
+            found.append(folder)
+    return found
+
+
+def _remove_tree(folder: Path) -> None:
+    """Remove a package folder of the generator's, its marker last (an interrupted removal leaves
+    a folder the next run still knows as its own)."""
+    for entry in os.scandir(folder):
+        if entry.name == MARKER:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+    with contextlib.suppress(OSError):
+        os.unlink(folder / MARKER)
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+
+
+def _recover_interrupted_swap(output_dir: Path) -> str | None:
+    """A run killed between the two renames of a swap leaves no output folder and the previous
+    package in `<staging>.old`: put that back (the new package it was replacing is discarded,
+    this run writes its own)."""
+    if os.path.lexists(output_dir):
+        return None
+    retired = [p for p in _leftovers(output_dir) if p.name.endswith(".old") and _is_marker(p / MARKER)]
+    if not retired:
+        return None
+    if len(retired) > 1:
+        raise BuildError(f"{output_dir} is missing and {len(retired)} previous packages wait beside it "
+                         f"({', '.join(p.name for p in retired)}): rename the one to keep to {output_dir.name}")
+    retired[0].rename(output_dir)
+    return (f"restored {output_dir} from {retired[0].name} (a run was killed while swapping the package in; "
+            "this is the package before it)")
 
 
 def _remove_stale_staging(output_dir: Path) -> None:
-    """Staging folders a killed run left beside the output (the caller holds its lock, so no
-    other run is writing one)."""
-    if not output_dir.parent.is_dir():
-        return
-    for leftover in output_dir.parent.glob(f".{output_dir.name}.*"):
-        if leftover.is_dir() and not leftover.is_symlink():
-            shutil.rmtree(leftover, ignore_errors=True)
+    for leftover in _leftovers(output_dir):
+        _remove_tree(leftover)
 
+
+# --- the atomic swap ------------------------------------------------------------------------------
+
+AT_FDCWD = -100
+RENAME_EXCHANGE = 2
+
+
+def _load_renameat2():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        function = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+_renameat2 = _load_renameat2() if sys.platform.startswith("linux") else None
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux `renameat2(RENAME_EXCHANGE)`): a kill finds one or the
+    other, never neither. False where the C library, kernel or filesystem cannot."""
+    if _renameat2 is None:
+        return False
+    if _renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(a), None, str(b))
+
+
+def _swap_in(staging: Path, output_dir: Path) -> None:
+    """Put the complete package `staging` in place of `output_dir`. Atomic with `exchange`;
+    otherwise two renames (the previous package to `<staging>.old`, the new one in place), the
+    previous package restored if the second fails, and by the next run if this one is killed
+    between them (`_recover_interrupted_swap`)."""
+    if not os.path.lexists(output_dir):
+        staging.rename(output_dir)
+        return
+    if exchange(staging, output_dir):
+        _remove_tree(staging)  # now the previous package
+        return
+    retired = staging.with_name(staging.name + ".old")
+    output_dir.rename(retired)
+    try:
+        staging.rename(output_dir)
+    except BaseException:
+        if not os.path.lexists(output_dir):
+            retired.rename(output_dir)  # put the previous package back
+        raise
+    _remove_tree(retired)
+
+
+# --- generating -----------------------------------------------------------------------------------
 
 def generate(spec: ChipSpec, output_dir: Path) -> GenerateResult:
     """Write the package for `spec` into `output_dir`, replacing it atomically (the previous
@@ -104,67 +279,111 @@ def building(output_dir: Path, waiting: Callable[[str], None] | None = None):
             _held_locks.pop(output_dir, None)
 
 
+@dataclass(frozen=True)
+class FolderContents:
+    owned: dict[str, Path]      # files the generator wrote (its manifest)
+    products: dict[str, Path]   # what building or testing the package made
+    foreign: list[str]          # anything else (a folder named once, with a trailing /)
+
+
+def scan_output(output_dir: Path, owned: frozenset[str], spec: ChipSpec) -> FolderContents:
+    """Every entry of `output_dir` (symbolic links are entries, never followed), classified."""
+    folders = {"/".join(path.split("/")[:i]) for path in owned for i in range(1, path.count("/") + 1)}
+    mine: dict[str, Path] = {}
+    products: dict[str, Path] = {}
+    foreign: list[str] = []
+
+    def walk(folder: str, prefix: str, product: bool) -> None:
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            rel = prefix + entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if product or is_build_product(rel + "/", spec):
+                    walk(entry.path, rel + "/", True)
+                elif rel in folders:
+                    walk(entry.path, rel + "/", False)
+                else:
+                    foreign.append(rel + "/")
+            elif product or is_build_product(rel, spec):
+                products[rel] = Path(entry.path)
+            elif rel in owned:
+                mine[rel] = Path(entry.path)
+            else:
+                foreign.append(rel)
+
+    walk(str(output_dir), "", False)
+    return FolderContents(mine, products, foreign)
+
+
+def _owned_by_marker(output_dir: Path, files: dict[str, str]) -> frozenset[str]:
+    """The files the folder's marker lists; for a marker without a list (torchfl-gen before it
+    kept one), the files this run writes."""
+    try:
+        listed = manifest((output_dir / MARKER).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        listed = None
+    return frozenset(files) if listed is None else listed
+
+
 def _generate(spec: ChipSpec, output_dir: Path) -> GenerateResult:
+    recovered = _recover_interrupted_swap(output_dir)
     _remove_stale_staging(output_dir)
     files = render(spec, output_dir)
-    if output_dir.exists() and not output_dir.is_dir():
+    if os.path.lexists(output_dir) and not output_dir.is_dir():
         raise BuildError(f"{output_dir} exists and is not a folder: choose another --output")
-    if output_dir.exists() and not (output_dir / MARKER).exists() and any(output_dir.iterdir()):
-        raise BuildError(f"{output_dir} exists and was not written by torchfl-gen (no {MARKER}); "
-                         "refusing to replace it: choose another --output or remove it")
-    old = ({p.relative_to(output_dir).as_posix(): p for p in output_dir.rglob("*") if p.is_file()}
-           if output_dir.exists() else {})
+    old = FolderContents({}, {}, [])
+    if output_dir.exists():
+        if not _is_marker(output_dir / MARKER):
+            if any(output_dir.iterdir()):
+                raise BuildError(f"{output_dir} exists and was not written by torchfl-gen (no {MARKER}); "
+                                 "refusing to replace it: choose another --output or remove it")
+        else:
+            old = scan_output(output_dir, _owned_by_marker(output_dir, files), spec)
+            if old.foreign:
+                shown = ", ".join(old.foreign[:10]) + (f" and {len(old.foreign) - 10} more" if len(old.foreign) > 10 else "")
+                raise BuildError(f"{output_dir} holds what torchfl-gen did not write: {shown}; refusing to replace "
+                                 "the folder (they would be lost): move them out of it, or choose another --output")
     changed = [path for path, text in sorted(files.items()) if not same_file(output_dir / path, text)]
-    kept = {rel: p for rel, p in old.items() if rel not in files and is_build_product(rel, spec)}
-    stale = [rel for rel in sorted(old) if rel not in files and rel not in kept]
+    stale = [rel for rel in sorted(old.owned) if rel not in files]
     if not changed and not stale:
-        return GenerateResult(output_dir, (), digest(files))
+        return GenerateResult(output_dir, (), digest(files), recovered)
 
     output_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", dir=output_dir.parent))
-    staging.chmod(0o755)  # mkdtemp makes it private
-    # Unique like the staging folder: a fixed name (e.g. with the pid, which containers reuse)
-    # could collide with one a killed run left behind.
-    retired = staging.with_name(staging.name + ".old")
-    moved = False
+    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.{STAGING}", dir=output_dir.parent))
+    swapped = False
     try:
-        for path, text in files.items():
+        staging.chmod(0o755)  # mkdtemp makes it private
+        # The marker first: a killed run's staging folder is known by it (`_leftovers`).
+        for path in sorted(files, key=lambda p: p != MARKER):
             target = staging / path
             target.parent.mkdir(parents=True, exist_ok=True)
             if path in changed:
-                target.write_bytes(text.encode("utf-8"))
+                target.write_bytes(files[path].encode("utf-8"))
             else:
                 shutil.copy2(output_dir / path, target)  # keeps mtime: ninja sees no change
         # Build products in the folder (an in-place build) survive regeneration.
-        for rel, source in kept.items():
+        for rel, source in old.products.items():
             (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, staging / rel)
-        if output_dir.exists():
-            output_dir.rename(retired)
-            moved = True
-        staging.rename(output_dir)
-    except BaseException:
-        if moved and not output_dir.exists():
-            retired.rename(output_dir)  # put the previous package back
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if moved:
-        shutil.rmtree(retired, ignore_errors=True)
-    return GenerateResult(output_dir, tuple(changed + stale), digest(files))
+            shutil.copy2(source, staging / rel, follow_symlinks=False)
+        _swap_in(staging, output_dir)
+        swapped = True
+    finally:
+        if not swapped and staging.exists():
+            _remove_tree(staging)
+    return GenerateResult(output_dir, tuple(changed + stale), digest(files), recovered)
 
 
 def is_build_product(rel: str, spec: ChipSpec) -> bool:
-    """Whether `rel` (a posix path inside the output folder) is made by building or running the
-    package (not by generating it): kept by `generate`, not reported by `check`."""
+    """Whether `rel` (a posix path inside the output folder; a folder with a trailing /) is made by
+    building or testing the package, not by generating it: the generator's own, carried over by
+    `generate` (never deleted), not reported by `check`. The package's .gitignore lists the
+    build's; a run of its suite adds caches and its records (`.torchfl/`)."""
     parts = rel.split("/")
     if "__pycache__" in parts or ".pytest_cache" in parts:
         return True
-    return any(rel.startswith(p) for p in _ignored_build_products(spec))
-
-
-def _ignored_build_products(spec: ChipSpec) -> tuple[str, ...]:
-    pkg = spec.chip.package
-    return ("build/", f"{pkg}/_build.json", f"{pkg}/_C", f"{spec.chip.distribution.replace('-', '_')}.egg-info/")
+    if len(parts) > 1 and (parts[0] in ("build", ".torchfl") or parts[0].endswith(".egg-info")):
+        return True
+    return (len(parts) == 2 and parts[0] == spec.chip.package
+            and (parts[1] == "_build.json" or parts[1].startswith("_C.") or parts[1].endswith(".so")))
 
 
 def cache_root() -> Path:

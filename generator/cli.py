@@ -129,15 +129,19 @@ DRIVER_VERSION_HELP = "Build for this driver version (driver.version, or one of 
 @click.option("--driver-version", help=DRIVER_VERSION_HELP)
 def generate(spec_path: str, output: str | None, driver_version: str | None) -> None:
     """Write the backend package for SPEC without compiling it."""
-    from .build import BuildError, building, generate as write_package
+    from .build import BuildError, building, generate as write_package, os_error_text
 
     spec = _load(spec_path, driver_version=driver_version)
     out = Path(output) if output else _default_output(spec)
     try:
         with building(out, waiting=lambda message: click.echo(message, err=True)):
             result = write_package(spec, out)
-    except (BuildError, OSError) as error:
+    except BuildError as error:
         _fail(f"error: {error}", EXIT_BUILD)
+    except OSError as error:
+        _fail(f"error: writing {out.resolve()} failed: {os_error_text(error)}", EXIT_BUILD)
+    if result.recovered:
+        click.echo(f"note: {result.recovered}", err=True)
     click.echo(f"{result.output_dir}: {len(result.changed)} file(s) changed")
 
 
@@ -150,7 +154,7 @@ def generate(spec_path: str, output: str | None, driver_version: str | None) -> 
 def build(ctx: click.Context, spec_path: str, output: str | None, no_install: bool,
           driver_version: str | None) -> None:
     """Validate SPEC, generate its package, compile (cached) and install it."""
-    from .build import BuildError, building, compile_package, generate as write_package
+    from .build import BuildError, building, compile_package, generate as write_package, os_error_text
 
     verbose = ctx.obj["verbose"]
     say = _progress(verbose)
@@ -160,10 +164,14 @@ def build(ctx: click.Context, spec_path: str, output: str | None, no_install: bo
     try:
         with building(out, waiting=say):  # one build of a folder at a time
             result = write_package(spec, out)
+            if result.recovered:
+                say(f"note: {result.recovered}")
             say(f"generated {out} ({len(result.changed)} file(s) changed)")
             wheel = compile_package(spec, result, install=not no_install, verbose=verbose, progress=say)
-    except (BuildError, OSError) as error:
+    except BuildError as error:
         _fail(f"error: {error}", EXIT_BUILD)
+    except OSError as error:
+        _fail(f"error: building {out.resolve()} failed: {os_error_text(error)}", EXIT_BUILD)
     _record_build(spec, say)
     if wheel is not None:
         say(f"built {wheel}")

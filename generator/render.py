@@ -276,9 +276,30 @@ def route_literal(route: Route) -> str:
     return py_literal((route.kernel, route.chain, route.triton, route.line, route.path))
 
 
-def _marker(source: str) -> str:
+MANIFEST_HEADING = "files:"
+
+
+def _marker(source: str, files: dict[str, str], package: str) -> str:
+    """The marker: who wrote the folder, and the list of the files it wrote (its manifest). What
+    the folder may hold besides them is what building or testing the package makes
+    (`build.is_build_product`); anything else makes the generator refuse the folder."""
+    listed = "".join(f"  {path}\n" for path in sorted({*files, MARKER}))
     return (f"Written by torchfl-gen {__version__} from {source}; "
-            "torchfl-gen replaces this folder on each build.\n")
+            "torchfl-gen replaces this folder on each build.\n"
+            "It owns the files listed below and what building or testing the package makes here\n"
+            f"(build/, *.egg-info/, __pycache__/, .pytest_cache/, .torchfl/, {package}/_build.json, {package}/*.so);\n"
+            "it refuses to write here while the folder holds anything else.\n"
+            f"\n{MANIFEST_HEADING}\n{listed}")
+
+
+def manifest(marker_text: str) -> frozenset[str] | None:
+    """The files a marker lists (posix paths in the folder); None for a marker without a list
+    (written before torchfl-gen kept one)."""
+    lines = marker_text.splitlines()
+    if MANIFEST_HEADING not in lines:
+        return None
+    start = lines.index(MANIFEST_HEADING) + 1
+    return frozenset(line[2:] for line in lines[start:] if line.startswith("  ") and line[2:].strip())
 
 
 def render_native(spec: NativeSpec, output_dir: Path) -> dict[str, str]:
@@ -299,7 +320,7 @@ def render_native(spec: NativeSpec, output_dir: Path) -> dict[str, str]:
     }
     files = {out.replace("{pkg}", spec.chip.package).replace("{chip}", spec.chip.name): env.get_template(f"native/{template}").render(**context)
              for template, out in NATIVE_FILES}
-    files[MARKER] = _marker(source)
+    files[MARKER] = _marker(source, files, spec.chip.package)
     return files
 
 
@@ -341,7 +362,7 @@ def render(spec: ChipSpec | NativeSpec, output_dir: Path) -> dict[str, str]:
     for template, out in PRIVATEUSE1_FILES:
         path = out.replace("{pkg}", spec.chip.package)
         files[path] = env.get_template(f"privateuse1/{template}").render(**context)
-    files[MARKER] = _marker(source)
+    files[MARKER] = _marker(source, files, spec.chip.package)
     return files
 
 

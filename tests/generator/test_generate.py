@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from torchfl_gen import __version__, build as build_mod
 from torchfl_gen.build import BuildError, generate
 from torchfl_gen.cli import main as cli_main
-from torchfl_gen.render import MARKER, cpp_string, json_literal, py_string, render, spec_source_for
+from torchfl_gen.render import MARKER, cpp_string, json_literal, manifest, py_string, render, spec_source_for
 from torchfl_gen.spec import load_spec
 from e2e_helpers import run_python
 from spec_helpers import NPU, NPU_TEXT, ROOT, edit, write
@@ -238,11 +238,10 @@ def test_regenerate_rewrites_only_what_changed(tmp_path):
     generate(spec, out)
     (out / "csrc" / "ops.cpp").write_text("// edited\n")
     (out / "setup.py").unlink()
-    (out / "csrc" / "extra.cpp").write_text("// stray\n")
     age(out)
     before = snapshot(out)
     result = generate(spec, out)
-    assert result.changed == ("csrc/ops.cpp", "setup.py", "csrc/extra.cpp")
+    assert result.changed == ("csrc/ops.cpp", "setup.py")
     after = snapshot(out)
     assert set(after) == set(render(spec, out))
     for rel, (data, mtime) in after.items():
@@ -250,6 +249,21 @@ def test_regenerate_rewrites_only_what_changed(tmp_path):
             assert mtime != before.get(rel, (b"", 0))[1]
         else:
             assert (data, mtime) == before[rel], f"{rel} was rewritten"
+    assert siblings(out) == ["npu"]
+
+
+def test_a_file_an_earlier_generation_wrote_is_removed(tmp_path):
+    """A file the marker lists (written by an earlier generation) that the templates no longer
+    render is the generator's own: removed, and reported."""
+    spec = tree_spec(tmp_path)
+    out = tmp_path / "generated" / "npu"
+    generate(spec, out)
+    (out / "csrc" / "old_ops.cpp").write_text("// an earlier template\n")
+    marker = out / MARKER
+    marker.write_text(marker.read_text() + "  csrc/old_ops.cpp\n")
+    result = generate(spec, out)
+    assert result.changed == (MARKER, "csrc/old_ops.cpp")
+    assert set(snapshot(out)) == set(render(spec, out))
     assert siblings(out) == ["npu"]
 
 
@@ -287,6 +301,90 @@ def test_generate_into_an_empty_folder(tmp_path):
     assert result.exit_code == 0, result.output
     assert (out / MARKER).is_file()
     assert result.stdout.startswith(f"{out}: ")
+
+
+def test_the_marker_lists_every_file_written(spec):
+    files = render(spec, COMMITTED)
+    assert manifest(files[MARKER]) == set(files)
+    assert manifest("Written by torchfl-gen 0.1.0 from specs/npu.yaml; torchfl-gen replaces this folder\n") is None
+
+
+def foreign_files(out: Path) -> list[str]:
+    """A user's files in a generated package folder (as the refusal names them)."""
+    (out / "important.txt").write_text("the user's notes")
+    (out / "notes").mkdir()
+    (out / "notes" / "todo.md").write_text("- ship it")
+    (out / "csrc" / "mine.cpp").write_text("// the user's kernel\n")
+    (out / "empty").mkdir()
+    elsewhere = out.parent / "elsewhere.txt"
+    elsewhere.write_text("not in the package")
+    (out / "link.txt").symlink_to(elsewhere)
+    return ["csrc/mine.cpp", "empty/", "important.txt", "link.txt", "notes/"]
+
+
+def test_generate_refuses_a_folder_holding_a_users_files(tmp_path):
+    """Issue 23: a folder with the generator's marker and a file the user added (important.txt)
+    lost the file. Now the folder is refused, naming the folder and what it did not write, and
+    nothing is touched (not even the generated files a run would change)."""
+    spec = tree_spec(tmp_path)
+    out = tmp_path / "generated" / "npu"
+    generate(spec, out)
+    named = foreign_files(out)
+    (out / "csrc" / "ops.cpp").write_text("// edited: a run would rewrite it\n")
+    add_build_products(out)
+    before, names = snapshot(out), siblings(out)
+    result = invoke("generate", str(tmp_path / "specs" / "npu.yaml"), "-o", str(out))
+    assert result.exit_code == 3, result.output
+    message = result.stderr
+    assert f"{out.resolve()} holds what torchfl-gen did not write: {', '.join(named)};" in message, message
+    assert "Traceback" not in result.output and "[Errno" not in result.output
+    assert snapshot(out) == before and siblings(out) == names
+    assert (out / "important.txt").read_text() == "the user's notes"
+    with pytest.raises(BuildError, match="important.txt"):
+        generate(spec, out)
+    # Nothing to change: refused all the same (the folder is not the generator's alone).
+    generate_clean = tmp_path / "b" / "npu"
+    generate(spec, generate_clean)
+    (generate_clean / "important.txt").write_text("mine")
+    with pytest.raises(BuildError, match="important.txt"):
+        generate(spec, generate_clean)
+    # Moved out, the folder is the generator's again.
+    for rel in named:
+        path = out / rel
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    assert generate(spec, out).changed == ("csrc/ops.cpp",)
+    for rel, data in BUILD_PRODUCTS.items():
+        assert (out / rel).read_bytes() == data, rel
+
+
+def test_a_marker_without_a_file_list(tmp_path):
+    """A folder an older torchfl-gen wrote (its marker lists no files): the generator owns the
+    files it writes there now (and build products); anything else is refused."""
+    spec = tree_spec(tmp_path)
+    out = tmp_path / "generated" / "npu"
+    generate(spec, out)
+    (out / MARKER).write_text("Written by torchfl-gen 0.0.9 from specs/npu.yaml; "
+                              "torchfl-gen replaces this folder on each build.\n")
+    add_build_products(out)
+    (out / "csrc" / "extra.cpp").write_text("// not a file this version writes\n")
+    before = snapshot(out)
+    with pytest.raises(BuildError, match="csrc/extra.cpp"):
+        generate(spec, out)
+    assert snapshot(out) == before
+    (out / "csrc" / "extra.cpp").unlink()
+    assert generate(spec, out).changed == (MARKER,)
+    assert manifest((out / MARKER).read_text()) == set(render(spec, out))
+
+
+def test_a_marker_that_is_not_the_generators(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "data.txt").write_text("mine")
+    (out / MARKER).symlink_to(tmp_path / "elsewhere")
+    before = snapshot(out)
+    with pytest.raises(BuildError, match="was not written by torchfl-gen"):
+        generate(load_spec(NPU), out)
+    assert snapshot(out) == before
 
 
 class Boom(OSError):
@@ -334,12 +432,18 @@ def test_failed_write_keeps_the_previous_package(tmp_path, monkeypatch):
     assert siblings(out) == ["npu"]
 
 
+def no_exchange(monkeypatch) -> None:
+    """The two-rename swap, as where renameat2(RENAME_EXCHANGE) is unavailable."""
+    monkeypatch.setattr(build_mod, "exchange", lambda a, b: False)
+
+
 def test_failed_swap_keeps_the_previous_package(tmp_path, monkeypatch):
     spec = tree_spec(tmp_path)
     out = tmp_path / "generated" / "npu"
     generate(spec, out)
     (out / "csrc" / "ops.cpp").write_text("// previous\n")
     before = snapshot(out)
+    no_exchange(monkeypatch)
     # The previous package is moved aside, then putting the new one in place fails.
     seen = fail_after(monkeypatch, "rename", 1, when=lambda path, target: Path(target) == out.resolve())
     with pytest.raises(Boom):
@@ -349,17 +453,84 @@ def test_failed_swap_keeps_the_previous_package(tmp_path, monkeypatch):
     assert siblings(out) == ["npu"]
 
 
+def test_failed_exchange_keeps_the_previous_package(tmp_path, monkeypatch):
+    spec = tree_spec(tmp_path)
+    out = tmp_path / "generated" / "npu"
+    generate(spec, out)
+    (out / "csrc" / "ops.cpp").write_text("// previous\n")
+    before = snapshot(out)
+
+    def failing(a, b):
+        raise Boom(f"injected failure exchanging {a} and {b}")
+
+    monkeypatch.setattr(build_mod, "exchange", failing)
+    result = invoke("generate", str(tmp_path / "specs" / "npu.yaml"), "-o", str(out))
+    assert result.exit_code == 3 and "injected failure exchanging" in result.stderr, result.output
+    assert snapshot(out) == before
+    assert siblings(out) == ["npu"]
+
+
+@pytest.mark.skipif(build_mod._renameat2 is None, reason="no renameat2 in this C library")
+def test_the_swap_is_one_exchange(tmp_path, monkeypatch):
+    """Where Linux allows, the output folder is never missing: the new package and the previous
+    one trade places in one renameat2(RENAME_EXCHANGE), no rename of the output folder."""
+    spec = tree_spec(tmp_path)
+    out = tmp_path / "generated" / "npu"
+    generate(spec, out)
+    (out / "csrc" / "ops.cpp").write_text("// previous\n")
+    inode = out.stat().st_ino
+    seen = fail_after(monkeypatch, "rename", 1, when=lambda path, target: out.resolve() in (Path(path), Path(target)))
+    assert generate(spec, out).changed == ("csrc/ops.cpp",)
+    assert seen[0] == 0
+    assert out.stat().st_ino != inode
+    assert snapshot(out).keys() == render(spec, out).keys()
+    assert siblings(out) == ["npu"]
+
+
+def staging_leftover(out: Path, suffix: str, marker: bool = True, files: int = 2) -> Path:
+    """A folder as a killed run leaves it beside `out` (name, marker)."""
+    folder = out.parent / f".{out.name}.staging-{suffix}"
+    folder.mkdir()
+    if marker:
+        (folder / MARKER).write_text(f"Written by torchfl-gen {__version__} from specs/npu.yaml; ...\n")
+    for i in range(files):
+        (folder / "csrc").mkdir(exist_ok=True)
+        (folder / "csrc" / f"f{i}.cpp").write_text("left behind")
+    return folder
+
+
 def test_leftovers_of_a_killed_run_do_not_block(tmp_path):
     spec = tree_spec(tmp_path)
     out = tmp_path / "generated" / "npu"
     generate(spec, out)
     (out / "setup.py").write_text("# previous\n")
-    for name in (f".npu.old-{os.getpid()}", ".npu.abc123", ".npu.abc123.old"):
-        (out.parent / name).mkdir()
-        (out.parent / name / "file").write_text("left behind")
+    staging_leftover(out, "abc12345")
+    staging_leftover(out, "abc12345.old")
+    staging_leftover(out, "zzzz_999", marker=False, files=0)  # killed before its marker was written
     assert generate(spec, out).changed == ("setup.py",)
     assert (out / "setup.py").read_text(encoding="utf-8") == render(spec, out)["setup.py"]
     assert siblings(out) == ["npu"]  # the killed run's staging folders are gone
+
+
+def test_a_users_folder_named_like_a_staging_folder_is_kept(tmp_path):
+    """Issue 23: a user's `.npu.keep/` beside the output folder was removed with its contents.
+    Only folders of the staging name's form that are empty or hold the generator's marker go."""
+    spec = tree_spec(tmp_path)
+    out = tmp_path / "generated" / "npu"
+    generate(spec, out)
+    (out / "setup.py").write_text("# previous\n")
+    for name in (".npu.keep", ".npu.abc123", ".npu.abc123.old", f".npu.old-{os.getpid()}", ".npu.staging-x"):
+        (out.parent / name).mkdir()
+        (out.parent / name / "file").write_text("the user's")
+    staging_leftover(out, "abcd1234", marker=False)                # the right name, but no marker
+    fake = staging_leftover(out, "abcd5678", marker=False, files=0)
+    (fake / MARKER).write_text("mine\n")                           # a marker that is not the generator's
+    (out.parent / ".npu.staging-abcd9999").symlink_to(tmp_path / "specs")  # a link, never followed
+    (out.parent / ".npu.staging-abcd0000").write_text("a file")
+    before = {name: snapshot(out.parent / name) for name in siblings(out) if name != "npu"}
+    assert generate(spec, out).changed == ("setup.py",)
+    assert {name: snapshot(out.parent / name) for name in siblings(out) if name != "npu"} == before
+    assert (tmp_path / "specs" / "npu.yaml").is_file()
 
 
 def test_a_run_killed_mid_write_leaves_the_previous_package(tmp_path):
@@ -387,9 +558,183 @@ def test_a_run_killed_mid_write_leaves_the_previous_package(tmp_path):
     """)
     assert proc.returncode == -9
     assert snapshot(out) == before
-    assert len(siblings(out)) == 2  # the package and the dead run's staging folder
+    # The package, the dead run's staging folder and its lock file (empty, reused by the next run).
+    assert len(siblings(out)) == 3
     assert sorted(generate(spec, out).changed) == ["README.md", "csrc/driver.cpp", "csrc/ops.cpp", "setup.py"]
     assert siblings(out) == ["npu"]
+
+
+def killed_at(tmp_path: Path, out: Path, hook: str):
+    """A generate of `out` in another process, SIGKILLed at `hook` (Python source run in it)."""
+    return run_python(f"""
+        import os, signal
+        from pathlib import Path
+        from torchfl_gen import build
+        from torchfl_gen.spec import load_spec
+        out = Path({str(out)!r}).resolve()
+        def die():
+            os.kill(os.getpid(), signal.SIGKILL)
+        {hook}
+        build.generate(load_spec({str(tmp_path / "specs" / "npu.yaml")!r}), out)
+    """)
+
+
+def test_a_run_killed_between_the_two_renames_is_recovered(tmp_path):
+    """Issue 23: with the two-rename swap (no renameat2), a kill after the previous package was
+    moved aside and before the new one was put in place left no output folder. The next run puts
+    the previous package back (the killed run's new one is discarded), says so, then does its work."""
+    spec = tree_spec(tmp_path)
+    out = tmp_path / "generated" / "npu"
+    generate(spec, out)
+    for rel in ("csrc/ops.cpp", "setup.py"):
+        (out / rel).write_text("// previous\n")
+    before = snapshot(out)
+    proc = killed_at(tmp_path, out, """
+        build.exchange = lambda a, b: False
+        real = Path.rename
+        def rename(self, target):
+            if Path(target) == out and not self.name.endswith(".old"):
+                die()                                  # the previous package is already aside
+            return real(self, target)
+        Path.rename = rename""")
+    assert proc.returncode == -9, proc.stderr
+    assert not out.exists()
+    left = [name for name in siblings(out) if name != ".npu.torchfl-gen.lock"]
+    assert len(left) == 2 and left[1] == left[0] + ".old" and left[0].startswith(".npu.staging-"), left
+    assert snapshot(out.parent / left[1]) == before
+    result = invoke("generate", str(tmp_path / "specs" / "npu.yaml"), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert f"note: restored {out.resolve()} from {left[1]}" in result.stderr
+    assert result.stdout.endswith(": 2 file(s) changed\n")  # the previous package, then regenerated
+    assert siblings(out) == ["npu"]
+    assert {k: v[0] for k, v in snapshot(out).items()} == {k: v.encode() for k, v in render(spec, out).items()}
+
+
+def test_two_previous_packages_and_no_output_folder(tmp_path):
+    """Which previous package to restore is not guessed (only hand-made: a run restores the one
+    a killed run left before it writes): refused, naming both, nothing touched."""
+    spec = tree_spec(tmp_path)
+    out = tmp_path / "generated" / "npu"
+    out.parent.mkdir(parents=True)
+    for suffix in ("aaaaaaaa.old", "bbbbbbbb.old"):
+        staging_leftover(out, suffix)
+    before = {name: snapshot(out.parent / name) for name in siblings(out)}
+    with pytest.raises(BuildError, match=r"2 previous packages wait beside it \(.npu.staging-aaaaaaaa.old, "):
+        generate(spec, out)
+    assert {name: snapshot(out.parent / name) for name in siblings(out)} == before
+
+
+def test_a_run_killed_right_after_the_exchange(tmp_path):
+    """Killed after the exchange: the new package is in place; the previous one, under the
+    staging name, is removed by the next run."""
+    spec = tree_spec(tmp_path)
+    out = tmp_path / "generated" / "npu"
+    generate(spec, out)
+    (out / "setup.py").write_text("# previous\n")
+    proc = killed_at(tmp_path, out, "build._remove_tree = lambda folder: die()")
+    if build_mod._renameat2 is None:
+        pytest.skip("no renameat2 in this C library")
+    assert proc.returncode == -9, proc.stderr
+    assert {k: v[0] for k, v in snapshot(out).items()} == {k: v.encode() for k, v in render(spec, out).items()}
+    assert len(siblings(out)) == 3  # with the previous package and the lock file
+    assert generate(spec, out).changed == ()
+    assert siblings(out) == ["npu"]
+
+
+def test_two_runs_with_different_cache_folders_take_one_lock(tmp_path, monkeypatch):
+    """Issue 23: the lock lived in the cache folder, so two runs with different
+    TORCH_FL_CACHE_DIR did not wait for each other (one ended with a raw `[Errno 2]`). The lock
+    is beside the output folder now; it is removed when released."""
+    import subprocess
+    import sys
+
+    from torchfl_gen.build import lock_path, output_lock
+
+    out = tmp_path / "generated" / "npu"
+    tree_spec(tmp_path)
+    monkeypatch.setenv("TORCH_FL_CACHE_DIR", str(tmp_path / "cache-a"))
+    with output_lock(out):
+        assert lock_path(out.resolve()) == out.parent.resolve() / ".npu.torchfl-gen.lock"
+        assert lock_path(out.resolve()).is_file()
+        second = subprocess.Popen([sys.executable, "-m", "torchfl_gen", "generate", str(tmp_path / "specs" / "npu.yaml"),
+                                   "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=dict(os.environ, TORCH_FL_CACHE_DIR=str(tmp_path / "cache-b")))
+        said = second.stderr.readline()
+        assert "waiting for another torchfl-gen run on" in said, said + second.stderr.read()
+        assert not out.exists()
+    stdout, stderr = second.communicate(timeout=120)
+    assert second.returncode == 0, stderr
+    assert siblings(out) == ["npu"]  # the lock file went with the run
+
+
+def test_concurrent_runs_with_different_cache_folders(tmp_path):
+    """Four runs let loose at once (each with its spec loaded, its own cache folder and its own
+    description, so each one writes): every one succeeds, the folder ends as one whole package,
+    nothing is left beside it. With the lock in the cache folder, runs removed each other's
+    staging folders (`[Errno 2] No such file or directory`)."""
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    out = tmp_path / "generated" / "npu"
+    go = tmp_path / "go"
+    specs, procs = [], []
+    for i in range(4):
+        root = tmp_path / f"s{i}"
+        tree_spec(root, edit((DESCRIPTION_LINE, f"  description: run {i}")))
+        specs.append(root / "specs" / "npu.yaml")
+        code = textwrap.dedent(f"""
+            import time
+            from pathlib import Path
+            from torchfl_gen.build import generate
+            from torchfl_gen.spec import load_spec
+            spec = load_spec({str(specs[-1])!r})
+            print("ready", flush=True)
+            while not Path({str(go)!r}).exists():
+                time.sleep(0.001)
+            for _ in range(3):
+                generate(spec, Path({str(out)!r}))
+        """)
+        procs.append(subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=dict(os.environ, TORCH_FL_CACHE_DIR=str(tmp_path / f"cache-{i}"))))
+    for proc in procs:
+        assert proc.stdout.readline() == "ready\n", proc.communicate()
+    go.touch()
+    results = [proc.communicate(timeout=300) for proc in procs]
+    for proc, (stdout, stderr) in zip(procs, results):
+        assert proc.returncode == 0, stderr
+    assert siblings(out) == ["npu"]
+    written = {k: v[0] for k, v in snapshot(out).items()}
+    assert any(written == {k: v.encode() for k, v in render(load_spec(path), out).items()} for path in specs)
+
+
+def test_a_lock_file_that_is_not_the_generators(tmp_path):
+    """Beside the output folder, a non-empty file of the lock's name is never removed, and a
+    symbolic link there is refused, naming the folder."""
+    from torchfl_gen.build import lock_path
+
+    spec = tree_spec(tmp_path)
+    out = tmp_path / "generated" / "npu"
+    out.parent.mkdir(parents=True)
+    lock = lock_path(out.resolve())
+    lock.write_text("someone's")
+    generate(spec, out)
+    assert lock.read_text() == "someone's"
+    lock.unlink()
+    lock.symlink_to(tmp_path / "target")
+    result = invoke("generate", str(tmp_path / "specs" / "npu.yaml"), "-o", str(out))
+    assert result.exit_code == 3
+    assert f"error: cannot take the lock of {out.resolve()} ({lock}): " in result.stderr, result.output
+    assert "[Errno" not in result.output and not (tmp_path / "target").exists()
+
+
+def test_an_output_under_a_file_is_refused_in_words(tmp_path):
+    (tmp_path / "file").write_text("x")
+    result = invoke("generate", str(NPU), "-o", str(tmp_path / "file" / "out"))
+    assert result.exit_code == 3
+    assert f"error: cannot create the folder of {tmp_path / 'file' / 'out'}: " in result.stderr, result.output
+    assert "[Errno" not in result.output and "Traceback" not in result.output
 
 
 def test_two_runs_on_one_folder_never_interleave(tmp_path):
@@ -422,6 +767,8 @@ BUILD_PRODUCTS = {
     "torch_fl_npu.egg-info/PKG-INFO": b"Name: torch-fl-npu\n",
     "tests/__pycache__/test_device.cpython-311.pyc": b"pyc",
     "torch_fl_npu/__pycache__/spec.cpython-311.pyc": b"pyc",
+    ".pytest_cache/v/cache/lastfailed": b"{}",
+    ".torchfl/suite-npu.jsonl": b"{}\n",     # the package's suite run from inside the folder
 }
 
 
