@@ -17,10 +17,9 @@ from pathlib import Path
 
 from . import __version__
 from .model import ChipSpec
+from .torch_support import SUPPORTED_TORCH
 from .versions import describe
 
-# torch-fl's supported torch range (pyproject.toml: torch>=2.11,<2.15).
-SUPPORTED_TORCH = ("2.11", "2.12", "2.13", "2.14")
 BUILDS_FILE = Path(".torchfl") / "builds.jsonl"
 
 

@@ -16,6 +16,7 @@ import jinja2
 
 from . import __version__
 from .model import ChipSpec, NativeSpec, OpEntry, Route
+from .torch_support import TORCH_REQUIREMENT
 from .opinfo_map import opinfo_names_for
 
 TEMPLATE_ROOT = Path(__file__).parent / "templates"
@@ -312,6 +313,7 @@ def render_native(spec: NativeSpec, output_dir: Path) -> dict[str, str]:
         "chip": spec.chip,
         "pkg": spec.chip.package,
         "generator_version": __version__,
+        "torch_requirement": TORCH_REQUIREMENT,
         "spec_source": source,
         "spec_digest": spec.spec_sha256[:16],
         "build_command": f"torchfl-gen build {source}",
@@ -336,6 +338,7 @@ def render(spec: ChipSpec | NativeSpec, output_dir: Path) -> dict[str, str]:
         "chip": spec.chip,
         "pkg": spec.chip.package,
         "generator_version": __version__,
+        "torch_requirement": TORCH_REQUIREMENT,
         "spec_source": source,
         "spec_digest": spec.spec_sha256[:16],
         "build_command": f"torchfl-gen build {source}" + (
