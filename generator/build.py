@@ -462,6 +462,40 @@ def _run(cmd: list[str], env: dict, log_path: Path, verbose: bool, what: str) ->
         raise BuildError(f"{what} failed (exit {code}); full log: {log_path}\n{tail}")
 
 
+# --- compiling ------------------------------------------------------------------------------------
+
+def _release(version: str) -> tuple[int, ...]:
+    """"2.13.0+cpu" -> (2, 13, 0): the release numbers a requirement compares."""
+    return tuple(int(n) for n in re.findall(r"\d+", version.split("+")[0].split("-")[0])[:3])
+
+
+_COMPARE = {">=": lambda a, b: a >= b, ">": lambda a, b: a > b, "<=": lambda a, b: a <= b,
+            "<": lambda a, b: a < b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+
+
+def missing_build_requirements(pyproject: Path) -> list[str]:
+    """The package's build requirements (its pyproject's `requires`) that this environment does
+    not meet. The build runs without isolation, against the torch installed here, so pip
+    installs none of them: they must be present."""
+    from importlib import metadata
+
+    match = re.search(r"^requires = (\[.*\])$", pyproject.read_text(), re.MULTILINE)
+    requirements = json.loads(match.group(1)) if match else []
+    missing = []
+    for requirement in requirements:
+        name, specs = re.fullmatch(r"([A-Za-z0-9_.-]+)(.*)", requirement).groups()
+        try:
+            installed = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            missing.append(f"{requirement} (not installed)")
+            continue
+        for op, wanted in re.findall(r"(>=|<=|==|!=|<|>)\s*([\w.+]+)", specs):
+            if not _COMPARE[op](_release(installed), _release(wanted)):
+                missing.append(f"{requirement} (installed: {installed})")
+                break
+    return missing
+
+
 def compile_package(spec: ChipSpec, result: GenerateResult, *, install: bool, verbose: bool,
                     progress: Callable[[str], None]) -> Path | None:
     """Compile the generated package; install it (pip) or leave a wheel. Returns the wheel path.
@@ -478,6 +512,11 @@ def compile_package(spec: ChipSpec, result: GenerateResult, *, install: bool, ve
     build_env = dict(os.environ, TORCH_FL_BUILD_DIR=str(build_dir), TORCH_FL_BUILD_INPUTS=fingerprint,
                TORCH_FL_RUNTIME_OBJECTS=str(cache_root() / "runtime"),
                MAX_JOBS=os.environ.get("MAX_JOBS", str(os.cpu_count() or 1)))
+    missing = missing_build_requirements(result.output_dir / "pyproject.toml")
+    if missing:
+        raise BuildError(f"cannot build {spec.chip.distribution} with {sys.executable}: the build runs "
+                         "against the packages installed here and needs " + "; ".join(missing)
+                         + ". Install them (pip install 'setuptools>=68' wheel) and build again")
     pip = [sys.executable, "-m", "pip"]
     flags = ["--no-build-isolation", "--no-deps", "--disable-pip-version-check"]
     if install:

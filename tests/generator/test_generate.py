@@ -979,3 +979,45 @@ def test_kernel_sources_change_the_build_fingerprint(tmp_path):
     source = chips / "nvgpu" / "src" / "nvgpu_kernels.cpp"
     source.write_text(source.read_text() + "\n// edited\n")
     assert build_mod._inputs_fingerprint(spec, "digest") != before
+
+
+def test_missing_build_requirements_are_named_before_pip_runs(tmp_path, monkeypatch):
+    """The build runs without isolation: a requirement this environment lacks (an old
+    setuptools, no wheel, a torch outside the range) is named up front, not in pip's log."""
+    from importlib import metadata
+
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[build-system]\nrequires = ["setuptools>=68", "wheel", "torch>=2.11,<2.16", '
+                         '"torch-fl-no-such-package==1.0"]\n')
+    installed = {"setuptools": "65.5.0", "wheel": "0.45.1", "torch": "2.16.0+cpu"}
+
+    def version(name):
+        if name not in installed:
+            raise metadata.PackageNotFoundError(name)
+        return installed[name]
+
+    monkeypatch.setattr(metadata, "version", version)
+    assert build_mod.missing_build_requirements(pyproject) == [
+        "setuptools>=68 (installed: 65.5.0)",
+        "torch>=2.11,<2.16 (installed: 2.16.0+cpu)",
+        "torch-fl-no-such-package==1.0 (not installed)",
+    ]
+    installed.update(setuptools="70.1.0", torch="2.15.0+cu132", **{"torch-fl-no-such-package": "1.0"})
+    assert build_mod.missing_build_requirements(pyproject) == []
+
+
+def test_build_refuses_an_environment_without_its_build_requirements(tmp_path, monkeypatch):
+    from importlib import metadata
+
+    real = metadata.version
+
+    def version(name):
+        if name == "wheel":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    spec = load_spec(NPU)
+    result = generate(spec, tmp_path / "pkg")
+    with pytest.raises(BuildError, match=r"needs wheel \(not installed\)\. Install them"):
+        build_mod.compile_package(spec, result, install=False, verbose=False, progress=lambda _: None)
