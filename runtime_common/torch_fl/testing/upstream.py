@@ -29,6 +29,8 @@ DTYPES = [getattr(torch, d) for d in SPEC.DTYPES]
 FLOAT_NAME = _suite.float_dtype
 FLOAT = getattr(torch, FLOAT_NAME)
 BYTE = getattr(torch, _suite.byte_dtype)
+# The torch release running the suite, e.g. (2, 13): where torch's own behaviour differs by release.
+TORCH_RELEASE = tuple(int(n) for n in torch.__version__.split("+")[0].split(".")[:2])
 device_module = getattr(torch, CHIP)
 PRELUDE = script_prelude()
 
@@ -481,11 +483,13 @@ def test_pinned_host_memory_for_the_chip():
                                                    stride=(1,), storage_offset=0)
     assert rewrapped.is_pinned() and rewrapped.data_ptr() != pinned.data_ptr()
     assert torch.equal(rewrapped, tensor[2:7])
-    # (torch deprecates the device argument of storage.pin_memory/is_pinned: the accelerator's is meant)
+    # torch 2.13 deprecates the device argument of storage.pin_memory/is_pinned (the accelerator's
+    # is meant); up to 2.12 it defaults to "cuda", so there the chip is named (docs/compat.md).
+    device = () if TORCH_RELEASE >= (2, 13) else (CHIP,)
     untyped = torch.randn(10, dtype=FLOAT).untyped_storage()
-    assert not untyped.is_pinned()
-    pinned_storage = untyped.pin_memory()
-    assert pinned_storage.is_pinned() and pinned_storage.device.type == "cpu"
+    assert not untyped.is_pinned(*device)
+    pinned_storage = untyped.pin_memory(*device)
+    assert pinned_storage.is_pinned(*device) and pinned_storage.device.type == "cpu"
     assert torch.equal(torch.tensor((), dtype=FLOAT).set_(pinned_storage), torch.tensor((), dtype=FLOAT).set_(untyped))
 
 
