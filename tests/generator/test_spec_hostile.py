@@ -367,14 +367,15 @@ def run_corpus(limit_s: float = LIMIT_S) -> dict[str, dict]:
     """Per class: the count of each outcome, and the cases that were not refused."""
     out = {}
     for cls, make in CLASSES.items():
-        counts, odd = Counter(), []
+        counts, odd, slowest = Counter(), [], 0.0
         for label, case in make():
             kind, seconds, detail = outcome(case, limit_s)
             counts[kind] += 1
             counts["cases"] += 1
+            slowest = max(slowest, seconds)
             if kind != "refused":
                 odd.append((label, kind, detail))
-        out[cls] = {"counts": dict(counts), "not_refused": odd}
+        out[cls] = {"counts": dict(counts), "not_refused": odd, "slowest_s": round(slowest, 2)}
     return out
 
 
@@ -393,7 +394,8 @@ def test_every_hostile_variant_is_a_located_error_within_the_limit():
     total = sum(r["counts"]["cases"] for r in results.values())
     record_figures("spec hostile corpus", cases=total, refused_with_located_errors=total, accepted=0,
                    tracebacks=0, seconds=round(time.monotonic() - start, 1),
-                   per_class={cls: r["counts"]["cases"] for cls, r in results.items()})
+                   per_class={cls: r["counts"]["cases"] for cls, r in results.items()},
+                   slowest_case_s=max(r["slowest_s"] for r in results.values()))
 
 
 def test_the_corpus_starts_from_valid_specs():
@@ -425,6 +427,6 @@ if __name__ == "__main__":   # measure any generator on the corpus (see the modu
     results = run_corpus(limit)
     for cls, r in results.items():
         c = r["counts"]
-        print(json.dumps({"class": cls, **c}))
+        print(json.dumps({"class": cls, **c, "slowest_s": r["slowest_s"]}))
         for label, kind, detail in r["not_refused"][:200]:
             print("   ", kind, re.sub(r"\s+", " ", label)[:100], "|", detail[:160])
