@@ -35,13 +35,27 @@ def _pattern(validator, pattern, instance, schema):
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
+def _unique_items(validator, unique, instance, schema):
+    """The `uniqueItems` keyword in linear time (jsonschema's compares every pair of items it
+    cannot sort: 4,000 mappings in a list took 10 s)."""
+    import jsonschema
+    if unique and validator.is_type(instance, "array"):
+        seen: set[str] = set()
+        for item in instance:
+            key = _identity(item)
+            if key in seen:
+                yield jsonschema.ValidationError(f"{_short(item)} is not unique")
+                return
+            seen.add(key)
+
+
 @functools.lru_cache(maxsize=1)
 def _validator():
     import jsonschema
     schema = load_schema()
     base = jsonschema.Draft202012Validator
     base.check_schema(schema)
-    cls = jsonschema.validators.extend(base, {"pattern": _pattern})
+    cls = jsonschema.validators.extend(base, {"pattern": _pattern, "uniqueItems": _unique_items})
     return cls(schema)
 
 

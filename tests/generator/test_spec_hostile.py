@@ -221,6 +221,8 @@ def oversized():
     yield "65 driver versions", _text(npu, "  versions:\n", "  versions:\n" + _many(65, '    "9.{i}": {{}}\n'))
     yield "200,000-element list", _text(npu, "dtypes: [", "dtypes: [" + "1, " * 200000)
     yield "200,000 distinct items", _text(npu, "dtypes: [", "dtypes: [" + _many(200000, "{i}", ",") + ", ")
+    yield "4,000 distinct mappings in a list", _text(npu, "\ndtypes: [", "\ndtypes: ["
+                                                      + _many(4000, "{{a: {i}}}", ", ") + ", ")
     yield "4,000 duplicate dtypes", _text(npu, "dtypes: [", "dtypes: [" + "float32, " * 4000)
     yield "100,000 keys in chip", _text(npu, "\nchip:\n", "\nchip:\n" + _many(100000, "  k{i}: 1\n"))
     yield "33 levels of nesting", ("npu.yaml", b"spec_version: 1\nchip: " + b"[" * 33 + b"]" * 33 + b"\n")
