@@ -21,6 +21,49 @@ REGENERATE = "torchfl-gen docs"
 HEADER = (f"<!-- Generated from {SCHEMA_REL} by `{REGENERATE}`: do not edit. "
           "Change the schema (or generator/docs_gen.py) and regenerate. -->")
 
+def _rules() -> str:
+    """The rules beyond the key reference, with the caps of `limits` (the one place of the numbers)."""
+    from . import limits as L
+    from .checks.native import MONITOR_TOOLS
+
+    monitor = "; ".join(f"`{parser}`: `{program}` " + ", ".join(
+        f"`{o}=VALUE`" if kind == "=" else f"`{o} VALUE...`" if kind == " " else f"`{o}`" for o, kind in options.items())
+        for parser, (program, options) in MONITOR_TOOLS.items())
+    return f"""\
+- The file must be a regular file (not a pipe or a device), UTF-8, at most 1 MiB
+  ({L.MAX_BYTES:,} bytes), nested at most {L.MAX_DEPTH} levels; a list or a mapping holds at most
+  {L.MAX_ITEMS:,} items (torch has about 3,100 aten ops), `driver.versions` at most
+  {L.MAX_DRIVER_VERSIONS:,} overlays. Duplicate keys, non-string keys, YAML anchors and aliases,
+  non-standard YAML tags and strings that are not text (a lone surrogate such as `"\\uD800"`)
+  are errors.
+- Every error is reported as `FILE:LINE:COL: PATH: MESSAGE`, and all errors of a
+  file are reported at once, up to {L.MAX_ERRORS:,} (then their count); did-you-mean
+  suggestions for the first {L.MAX_SUGGESTIONS} unknown names.
+- `spec_version` is written `1`, the integer literal (not `1.0`, `0x1`, `+1`).
+- Patterns match the whole value: a trailing newline matches none.
+- `chip.name` must not be one of torch's built-in device types (cpu, cuda, meta, xla,
+  mps, xpu, hip, ...), a name torch already has (`torch.nn`, `Tensor.is_leaf`: the
+  backend adds `torch.<name>`, `Tensor.<name>()`, `Tensor.is_<name>`), or a Python keyword
+  (soft keywords too). Kernel names and the kernels' namespace must not be C++ keywords or
+  names C++ reserves (`__x`, `_X`); hook symbols not C/C++ keywords.
+- Driver versions are `MAJOR.MINOR` with at most {L.MAX_VERSION_DIGITS} digits each, MINOR below 100,
+  and encoded (`driver.version_encoding`) within a C int ({L.C_INT_MAX:,}).
+- `native.monitor.command` runs the tool its `parser` reads, by its bare name, with
+  read-only query options only: {monitor}.
+- Op keys are aten operator names exactly as the installed torch spells them
+  (`name.overload`, e.g. `add.Tensor`, `random_.from`); unknown names are errors with a
+  suggestion. Ops that are CompositeImplicitAutograd decompose before they reach a
+  backend and cannot be mapped: map the ops they decompose into. Each kernel is called
+  with the driver stream first, then the op's dispatcher arguments.
+- `require: vendor` needs a `kernel`. A `kernels` section is required when any op has
+  a `kernel`.
+- `amp.dtypes` must be a subset of `dtypes`, and `amp.default` one of `amp.dtypes`.
+- Relative paths (`driver.search_paths`, `kernels.include_dirs`, `kernels.library_dirs`,
+  `kernels.sources`) are resolved against the folder of the spec file; they and
+  `kernels.headers` (relative to the include folders) may not be absolute or start with `~`.
+"""
+
+
 INTRO = """\
 # The chip spec language (spec_version 1)
 
@@ -49,23 +92,7 @@ fallback: {default: [cpu], warn: once}
 
 Rules beyond the key reference below:
 
-- The file must be UTF-8, at most 1 MiB, nested at most 32 levels. Duplicate keys,
-  non-string keys, YAML anchors and aliases, and non-standard YAML tags are errors.
-- Every error is reported as `FILE:LINE:COL: PATH: MESSAGE`, and all errors of a
-  file are reported at once.
-- `chip.name` must not be one of torch's built-in device types (cpu, cuda, meta, xla,
-  mps, xpu, hip, ...).
-- Op keys are aten operator names exactly as the installed torch spells them
-  (`name.overload`, e.g. `add.Tensor`, `random_.from`); unknown names are errors with a
-  suggestion. Ops that are CompositeImplicitAutograd decompose before they reach a
-  backend and cannot be mapped: map the ops they decompose into. Each kernel is called
-  with the driver stream first, then the op's dispatcher arguments.
-- `require: vendor` needs a `kernel`. A `kernels` section is required when any op has
-  a `kernel`.
-- `amp.dtypes` must be a subset of `dtypes`, and `amp.default` one of `amp.dtypes`.
-- Relative paths (`driver.search_paths`, `kernels.include_dirs`, `kernels.library_dirs`)
-  are resolved against the folder of the spec file.
-"""
+""" + _rules() + """"""
 
 
 # --------------------------------------------------------------------------- schema walk

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from .limits import MAX_ERRORS
+
 
 @dataclass(frozen=True)
 class SpecError:
@@ -43,7 +45,16 @@ class SpecErrors(Exception):
         uniq: dict[tuple, SpecError] = {}
         for e in errors:
             uniq.setdefault((e.file, e.line, e.column, e.path, e.message), e)
-        self.errors: list[SpecError] = sorted(uniq.values(), key=lambda e: e.sort_key)
+        ordered = sorted(uniq.values(), key=lambda e: e.sort_key)
+        if len(ordered) > MAX_ERRORS:
+            # Bounded output: a spec of thousands of mistakes reports the first ones and a count,
+            # located at the first error left out.
+            rest = ordered[MAX_ERRORS]
+            ordered = ordered[:MAX_ERRORS] + [SpecError(
+                rest.file, rest.line, rest.column, rest.path,
+                f"... and {len(ordered) - MAX_ERRORS} more errors (at most {MAX_ERRORS} are reported: "
+                "limits.MAX_ERRORS)", hint="fix the errors above and validate again")]
+        self.errors: list[SpecError] = ordered
         super().__init__(str(self))
 
     def __str__(self) -> str:

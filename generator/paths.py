@@ -14,12 +14,34 @@ from .yaml_loader import YamlDocument
 # Spec fields holding paths, relative to the spec's folder.
 PATH_FIELDS = (("driver", "search_paths"), ("kernels", "include_dirs"), ("kernels", "library_dirs"),
                ("kernels", "sources"))
+# Spec fields holding paths relative to an include folder (`#include <...>`): relative too.
+INCLUDE_FIELDS = (("kernels", "headers"),)
+
+
+def is_absolute(path: str) -> bool:
+    """Whether ``path`` names a place of its own instead of one below a folder: absolute
+    (`/etc/x.h`, `//etc/x.h`) or in a home folder (`~/x`, `~user/x`). The one test for
+    every path field of a spec."""
+    return os.path.isabs(path) or path.startswith("~")
 
 
 def spec_root(base: Path) -> Path:
     """The folder a spec's paths must stay in: the one above the spec's own (the project: a
     spec lives in its `specs/` folder, the vendor SDK beside it)."""
     return base.resolve().parent
+
+
+def include_errors(doc: YamlDocument, data: dict) -> list[SpecError]:
+    """Headers are relative to the kernels' include folders: `/etc/passwd.h` would reach the
+    generated `#include <...>` as any file of the machine."""
+    out = []
+    for section, key in INCLUDE_FIELDS:
+        for where, item in _items(data, section, key):
+            if is_absolute(item):
+                out.append(doc.error(where, f"header '{item}' must be relative to the kernels' include folders "
+                                     "(kernels.include_dirs), not absolute", hint="write it as `#include <...>` "
+                                     "names it below an include folder, e.g. vendor/kernels.h"))
+    return out
 
 
 def path_errors(doc: YamlDocument, data: dict, base: Path) -> list[SpecError]:
@@ -36,7 +58,7 @@ def path_errors(doc: YamlDocument, data: dict, base: Path) -> list[SpecError]:
             if not isinstance(item, str) or not item or "\0" in item:
                 continue  # the schema reports it
             where = (section, key, i)
-            if os.path.isabs(item) or item.startswith("~"):
+            if is_absolute(item):
                 out.append(doc.error(where, f"path '{item}' must be relative to the spec's folder",
                                      hint=f"write it relative to {base}"))
                 continue
@@ -50,6 +72,15 @@ def path_errors(doc: YamlDocument, data: dict, base: Path) -> list[SpecError]:
                 out.append(doc.error(where, f"path '{item}' leaves {root} through a symbolic link "
                                      f"(it resolves to {lexical.resolve()})"))
     return out
+
+
+def _items(data: dict, section: str, key: str):
+    """(path, item) of each string item of ``data[section][key]``."""
+    block = data.get(section)
+    items = block.get(key) if isinstance(block, dict) else None
+    for i, item in enumerate(items if isinstance(items, list) else ()):
+        if isinstance(item, str) and item:
+            yield (section, key, i), item
 
 
 def _inside(path: Path, root: Path) -> bool:

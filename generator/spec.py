@@ -13,14 +13,14 @@ import hashlib
 import os
 from pathlib import Path
 
-from . import defaults, model, triton_catalog
+from . import defaults, limits, model, triton_catalog
 # Looked up at call time under this name, so that a test can make the checks fail.
 from .checks import semantic_errors as _semantic_errors
 from .checks.amp import AMP_OP_LISTS
 from .errors import SpecError, SpecErrors
 from .paths import abs_paths
 from .schema_errors import describe, schema_errors
-from .yaml_loader import MAX_BYTES, YamlDocument, load_yaml_bytes
+from .yaml_loader import YamlDocument, load_yaml_bytes, read_file
 
 # Re-exported: callers import these from here.
 from .checks.chip import BUILTIN_DEVICE_TYPES, is_builtin_device_type  # noqa: F401
@@ -188,6 +188,11 @@ def parse_spec_bytes(raw: bytes, source: str | Path, display: str | None = None,
     overlay applied); default `driver.version`."""
     source = Path(os.path.normpath(Path(source).absolute()))
     shown = display if display is not None else str(source)
+    with limits.validation():
+        return _parse(raw, source, shown, driver_version)
+
+
+def _parse(raw: bytes, source: Path, shown: str, driver_version: str | None) -> model.ChipSpec:
     try:
         doc = load_yaml_bytes(raw, shown)
     except SpecErrors:
@@ -224,12 +229,7 @@ def load_spec(path: str | Path, display: str | None = None, driver_version: str 
     Raises `SpecErrors` with every problem found, ordered by position.
     """
     shown = display if display is not None else str(path)
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-    except OSError as e:
-        raise SpecErrors([SpecError(shown, 1, 1, "", f"cannot read spec: {e.strerror or e}")]) from None
-    return parse_spec_bytes(raw, path, shown, driver_version)
+    return parse_spec_bytes(read_file(path, shown, "spec"), path, shown, driver_version)
 
 
 __all__ = ["load_spec", "parse_spec_bytes", "load_schema", "is_builtin_device_type",

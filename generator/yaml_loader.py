@@ -5,13 +5,16 @@ list, str, int, float, bool, None) plus a location table: for every path into th
 document, the 1-based (line, column) of the mapping key and of the value node.
 
 Deliberately stricter than YAML: duplicate keys, non-string keys, non-standard tags,
-anchors and aliases, files over 1 MiB, nesting deeper than 32 and non-UTF-8 bytes are
-errors. Every problem becomes a located `SpecError`; all problems that can be found
+anchors and aliases, files over 1 MiB, nesting deeper than 32, lists and mappings of more
+than 4,096 items, strings Python cannot encode (lone surrogates), non-UTF-8 bytes and
+files that are not regular files are errors (the caps: `limits`). Every problem becomes a located `SpecError`; all problems that can be found
 are collected and raised together as `SpecErrors`.
 """
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -21,16 +24,14 @@ from yaml.events import AliasEvent, CollectionStartEvent, ScalarEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from .errors import SpecError, SpecErrors
-
-MAX_BYTES = 1 << 20   # 1 MiB
-MAX_DEPTH = 32
+from .limits import MAX_BYTES, MAX_DEPTH, MAX_ITEMS
 
 Loc = tuple[int, int]
 PathT = tuple[Any, ...]   # str keys and int indices, like jsonschema's absolute_path
 
 _T = "tag:yaml.org,2002:"
 STANDARD_TAGS = frozenset(_T + t for t in ("null", "bool", "int", "float", "str", "seq", "map"))
-_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def format_path(path: Sequence[Any]) -> str:
@@ -41,7 +42,7 @@ def format_path(path: Sequence[Any]) -> str:
         if isinstance(p, int):
             out += f"[{p}]"
             continue
-        part = p if _IDENT_RE.match(p) else '"' + p.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        part = p if _IDENT_RE.fullmatch(p) else '"' + p.replace("\\", "\\\\").replace('"', '\\"') + '"'
         out += ("." if out else "") + part
     return out
 
@@ -98,6 +99,7 @@ class _StrictLoader(yaml.SafeLoader):
         self._file = file
         self._errors = errors
         self._depth = 0
+        self._path: list = []   # where the composer is, for the errors that stop it
 
     def _err(self, mark, message: str, hint: str | None = None, path: str = "") -> None:
         line, col = _loc(mark)
@@ -122,16 +124,32 @@ class _StrictLoader(yaml.SafeLoader):
                           "remove the tag; only plain YAML values (and standard !! tags of "
                           "str, int, float, bool, null, seq, map) are accepted")
                 event.tag = None
-        if isinstance(event, CollectionStartEvent):
-            self._depth += 1
-            if self._depth > MAX_DEPTH:
-                self._err(event.start_mark, f"nesting deeper than {MAX_DEPTH} levels")
-                raise _Abort()
-            try:
-                return super().compose_node(parent, index)
-            finally:
-                self._depth -= 1
-        return super().compose_node(parent, index)
+        # Bounded cost: stop at the first item past the cap, before composing the rest.
+        if isinstance(parent, SequenceNode) and isinstance(index, int) and index >= MAX_ITEMS:
+            self._err(event.start_mark, f"list has more than {MAX_ITEMS} items, the most a spec's list "
+                      "may hold (limits.MAX_ITEMS)", path=format_path(self._path))
+            raise _Abort()
+        if isinstance(parent, MappingNode) and index is None and len(parent.value) >= MAX_ITEMS:
+            self._err(event.start_mark, f"mapping has more than {MAX_ITEMS} keys, the most a spec's mapping "
+                      "may hold (limits.MAX_ITEMS)", path=format_path(self._path))
+            raise _Abort()
+        if not isinstance(event, CollectionStartEvent):
+            return super().compose_node(parent, index)
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            self._err(event.start_mark, f"nesting deeper than {MAX_DEPTH} levels (limits.MAX_DEPTH)",
+                      path=format_path(self._path))
+            raise _Abort()
+        segment = index if isinstance(index, int) else \
+            index.value if isinstance(index, ScalarNode) and isinstance(index.value, str) else None
+        if parent is not None:
+            self._path.append(segment if segment is not None else "?")
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+            if parent is not None:
+                self._path.pop()
 
 
 def _describe_key(value: Any) -> str:
@@ -168,7 +186,21 @@ class _Builder:
                       f"'{node.value}' is not a valid {tag[len(_T):]}")
             return None
         # str, implicit timestamps and anything else: the text as written
-        return node.value
+        return self.encodable(node, path)
+
+    def encodable(self, node: ScalarNode, path: PathT) -> str:
+        """The scalar's text, if it can be written as UTF-8 (a YAML escape such as "\\uD800"
+        makes a lone surrogate, which passed validation and crashed generation)."""
+        text = node.value
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            line, col = _loc(node.start_mark)
+            self._err((line, col), path, f"string holds U+{ord(text[e.start]):04X}, a lone surrogate, at "
+                      f"character {e.start + 1}: not a character, it cannot be written as UTF-8",
+                      "write the character itself, or a \\U escape of a real code point")
+            return text.encode("utf-8", "replace").decode("utf-8")
+        return text
 
     def build(self, node: Node, path: PathT) -> Any:
         self.doc.values[path] = _loc(node.start_mark)
@@ -276,15 +308,43 @@ def load_yaml_bytes(raw: bytes, file: str) -> YamlDocument:
     """Size check, UTF-8 decode, then `load_yaml_text`."""
     if len(raw) > MAX_BYTES:
         raise SpecErrors([SpecError(file, 1, 1, "", f"file is larger than 1 MiB ({MAX_BYTES} bytes), "
-                                    "the most a spec may be")])
+                                    "the most a spec may be (limits.MAX_BYTES)")])
     return load_yaml_text(_decode(raw, file), file)
+
+
+def _kind(mode: int) -> str:
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def read_file(path: str | Path, file: str, what: str = "file") -> bytes:
+    """The first MAX_BYTES + 1 bytes of the regular file at ``path``; a located error for a
+    file that cannot be read or is no regular file (a FIFO, a directory, /dev/zero): those are
+    refused at once, never opened for a read that would wait or never end."""
+    def refuse(message: str) -> SpecErrors:
+        return SpecErrors([SpecError(file, 1, 1, "", message, f"give the path of the {what}, a regular file")])
+
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise refuse(f"cannot read {what}: it is {_kind(mode)}, not a regular file")
+        # O_NONBLOCK: a FIFO put in the file's place after the stat still does not block the open.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as fh:
+            mode = os.fstat(fh.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                raise refuse(f"cannot read {what}: it is {_kind(mode)}, not a regular file")
+            return fh.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise SpecErrors([SpecError(file, 1, 1, "", f"cannot read {what}: {e.strerror or e}")]) from None
+    except ValueError as e:   # a NUL in the path
+        raise SpecErrors([SpecError(file, 1, 1, "", f"cannot read {what}: {e}")]) from None
 
 
 def load_yaml_file(path: str | Path, display: str | None = None) -> YamlDocument:
     file = display if display is not None else str(path)
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-    except OSError as e:
-        raise SpecErrors([SpecError(file, 1, 1, "", f"cannot read file: {e.strerror or e}")]) from None
-    return load_yaml_bytes(raw, file)
+    return load_yaml_bytes(read_file(path, file), file)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import SpecError
-from ..paths import path_errors
+from ..paths import include_errors, path_errors
 from ..yaml_loader import YamlDocument
-from . import amp, chip, distributed, driver, driver_versions, dtypes, kernels, native, ops
+from . import amp, chip, distributed, driver, driver_versions, dtypes, kernels, names, native, ops, spec_version
 
 
 def semantic_errors(doc: YamlDocument, base: Path | None = None) -> list[SpecError]:
@@ -22,11 +22,14 @@ def semantic_errors(doc: YamlDocument, base: Path | None = None) -> list[SpecErr
     # and `driver_versions` are two modules, and why `chip` (not `native`) checks what
     # integration: native rules out.
     out: list[SpecError] = []
+    out += spec_version.errors(doc, data)
     out += chip.errors(doc, data)
+    out += names.errors(doc, data)
     out += driver.errors(doc, data)
     out += native.errors(doc, data)
     out += ops.errors(doc, data)
     out += driver_versions.errors(doc, data)
+    out += include_errors(doc, data)
     if base is not None:
         out += path_errors(doc, data, base)
     out += kernels.errors(doc, data, base)

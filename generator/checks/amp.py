@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 from ..errors import SpecError
+from ..limits import suggestion
 from ..yaml_loader import YamlDocument
 
 # The amp section's op lists, one casting policy each.
@@ -35,18 +36,18 @@ def _op_errors(doc: YamlDocument, amp: dict) -> list[SpecError]:
 
     out: list[SpecError] = []
     first: dict[str, str] = {}
-    op_re = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$")
+    op_re = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?")
     for key in AMP_OP_LISTS:
         ops = amp.get(key)
         if not isinstance(ops, list):
             continue
         for i, op in enumerate(ops):
-            if not isinstance(op, str) or not op_re.match(op):
+            if not isinstance(op, str) or not op_re.fullmatch(op):
                 continue   # reported by the schema
             path = ("amp", key, i)
             f = torch_ops.lookup(op)
             if f is None:
-                s = torch_ops.suggest(op)
+                s = suggestion(torch_ops.suggest, op)
                 out.append(doc.error(path, f"unknown aten op '{op}'" + (f" (did you mean '{s}'?)" if s else "")))
             elif f.func.kind() != SchemaKind.functional:
                 out.append(doc.error(path, f"aten op '{op}' writes to its arguments ({f.func.kind().name}): "

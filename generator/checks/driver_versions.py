@@ -5,6 +5,8 @@ import re
 
 from ..errors import SpecError
 from ..yaml_loader import YamlDocument
+from ..limits import MAX_DRIVER_VERSIONS
+from . import driver as driver_check
 from . import dtypes as dtypes_check
 from . import ops as ops_check
 from ._common import get
@@ -22,16 +24,19 @@ def errors(doc: YamlDocument, data: dict) -> list[SpecError]:
     if not isinstance(versions, dict):
         return out
     default = get(data, "driver", "version")
-    for version, overlay in versions.items():
+    for n, (version, overlay) in enumerate(versions.items()):
         path = ("driver", "versions", version)
+        if n == MAX_DRIVER_VERSIONS:
+            out.append(doc.error(path, f"more than {MAX_DRIVER_VERSIONS} driver versions, the most a spec may "
+                                 "declare (limits.MAX_DRIVER_VERSIONS)", at="key"))
+            break
         if not re.fullmatch(r"[0-9]+\.[0-9]+", version):
             continue  # reported by the schema
         if version == default:
             out.append(doc.error(path, f"'{version}' is driver.version itself", at="key",
                                  hint="an overlay describes another driver version"))
-        elif int(version.partition(".")[2]) >= 100:
-            out.append(doc.error(path, f"minor version of '{version}' must be below 100 "
-                                 "(it is encoded as MAJOR*1000 + MINOR*10)", at="key"))
+        else:
+            out += driver_check.version_errors(doc, data, path, version, at="key")
         if not isinstance(overlay, dict):
             continue
         overlay_ops = overlay.get("ops")

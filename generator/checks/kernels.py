@@ -33,9 +33,9 @@ def _first_kernel_path(ops) -> tuple | None:
     Skips the entries the op checks skip: a malformed op name is the schema's to report."""
     if not isinstance(ops, dict):
         return None
-    op_re = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$")
+    op_re = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?")
     for op, entry in ops.items():
-        if not op_re.match(op) or not isinstance(entry, dict):
+        if not op_re.fullmatch(op) or not isinstance(entry, dict):
             continue
         if entry.get("kernel") is not None:
             return ("ops", op, "kernel")

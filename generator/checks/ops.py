@@ -5,6 +5,7 @@ import re
 
 from .. import triton_catalog
 from ..errors import SpecError
+from ..limits import suggestion
 from ..schema_errors import did_you_mean
 from ..yaml_loader import YamlDocument
 
@@ -22,12 +23,12 @@ def entry_errors(doc: YamlDocument, ops: dict, prefix: tuple) -> list[SpecError]
     from .. import torch_ops
 
     out: list[SpecError] = []
-    op_re = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$")
+    op_re = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?")
     for op, entry in ops.items():
-        if not op_re.match(op):
+        if not op_re.fullmatch(op):
             continue   # reported by the schema
         if torch_ops.lookup(op) is None:
-            s = torch_ops.suggest(op)
+            s = suggestion(torch_ops.suggest, op)
             out.append(doc.error((*prefix, op), f"unknown aten op '{op}'"
                                  + (f" (did you mean '{s}'?)" if s else ""), at="key", shown_path=prefix))
         elif not torch_ops.in_running_torch(op):

@@ -142,6 +142,37 @@ def parse_rocm_smi(text: str, visible: list[int] | None = None, device_type: str
 # native.monitor.parser -> the function reading that tool's output
 PARSERS = {"nvidia-smi-csv": parse_nvidia_smi, "rocm-smi-json": parse_rocm_smi}
 
+# native.monitor.parser -> (the one program it reads, the options it may be run with: "=" takes
+# `--opt=value`, " " the following arguments as values, "" none). Read-only queries only: the
+# generator refuses any other command in a spec (torchfl_gen/checks/native.py, the same table,
+# kept equal by a test), and this refuses it again at run time, where the generated spec module
+# is what is read.
+MONITOR_TOOLS: dict[str, tuple[str, dict[str, str]]] = {
+    "nvidia-smi-csv": ("nvidia-smi", {"--query-gpu": "=", "--format": "=", "--id": "=", "-i": " "}),
+    "rocm-smi-json": ("rocm-smi", {"--showuse": "", "--showmemuse": "", "--showmeminfo": " ", "--json": "",
+                                   "-d": " ", "--device": " "}),
+}
+
+
+def command_problem(parser: str, command) -> str | None:
+    """Why ``command`` is not a monitor command for ``parser`` (None: it is)."""
+    if parser not in MONITOR_TOOLS:
+        return f"native.monitor.parser {parser!r} is not one this torch_fl reads ({', '.join(PARSERS)})"
+    program, options = MONITOR_TOOLS[parser]
+    if not command or not all(isinstance(a, str) for a in command) or command[0] != program:
+        return f"the monitor command must run {program} (the tool parser {parser} reads), not {list(command)!r}"
+    values_allowed = False
+    for arg in command[1:]:
+        if arg.startswith("-"):
+            option, eq, _ = arg.partition("=")
+            kind = options.get(option)
+            if kind is None or (kind == "=") != bool(eq):
+                return f"{program} may not be run with {arg!r} (options: {', '.join(options)})"
+            values_allowed = kind == " "
+        elif not values_allowed:
+            return f"{program} argument {arg!r} follows no option that takes a value"
+    return None
+
 
 def _run_tool(command: list[str]) -> str:
     return subprocess.run(command, capture_output=True, text=True, check=True, timeout=30).stdout
@@ -171,16 +202,22 @@ class DeviceMonitor:
         if native is None:
             for name, spec in native_chips().items():
                 if spec.TORCH_BUILD == torch_build() and spec.MONITOR_COMMAND and shutil.which(spec.MONITOR_COMMAND[0]):
-                    return chip_facts(name)
+                    return DeviceMonitor._checked(chip_facts(name))
             return None
         facts = chip_facts(native)
         if facts is None or facts.kind != "native" or not facts.monitor_command:
             with_monitor = sorted(n for n, s in native_chips().items() if s.MONITOR_COMMAND)
             raise ValueError(f"native must be 'none' or a native chip with a monitor tool, not {native!r} "
                              f"(installed: {with_monitor or 'none'}; torchfl-gen build specs/<chip>.yaml)")
-        if facts.monitor_parser not in PARSERS:
-            raise ValueError(f"{facts.spec_source}: native.monitor.parser {facts.monitor_parser!r} is not one "
-                             f"this torch_fl reads ({', '.join(PARSERS)})")
+        return DeviceMonitor._checked(facts)
+
+    @staticmethod
+    def _checked(facts):
+        """The chip's facts, if its monitor command is the parser's tool with read-only options;
+        the generator checked the spec, this checks the installed spec module it came to be."""
+        problem = command_problem(facts.monitor_parser, list(facts.monitor_command))
+        if problem is not None:
+            raise ValueError(f"{facts.spec_source}: {problem}; not run")
         return facts
 
     def _generated_chips(self) -> list[str]:

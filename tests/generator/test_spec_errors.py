@@ -282,7 +282,7 @@ def test_errors_are_sorted_and_unique():
 
 def test_too_big_file(tmp_path):
     assert errors_of(tmp_path, NPU_TEXT + "#" * (1 << 20)) == [
-        f"{F}:1:1: <document>: file is larger than 1 MiB (1048576 bytes), the most a spec may be"]
+        f"{F}:1:1: <document>: file is larger than 1 MiB (1048576 bytes), the most a spec may be (limits.MAX_BYTES)"]
 
 
 def test_missing_kernel_source_is_located(tmp_path):

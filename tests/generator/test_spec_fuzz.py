@@ -72,7 +72,10 @@ def renders(spec, tmp_path) -> None:
 
 VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=True)
-    | st.text(max_size=20) | st.sampled_from(["add", "npu", "../../etc", "/abs", "a.b", "$(id)", "{{ 7*7 }}"]),
+    | st.text(max_size=20) | st.sampled_from(["add", "npu", "../../etc", "/abs", "a.b", "$(id)", "{{ 7*7 }}",
+                                              # the shapes of issue 23: each must end in located errors
+                                              "npu\n", "2.1\n", "/etc/passwd.h", "//etc/x.h", "~/x.h", "lambda",
+                                              "class", "nn", "leaf", "ok\ud800", "3000000.0", "1.0", "sh"]),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
     max_leaves=8)
 
@@ -220,12 +223,32 @@ HOSTILE = {
     "unterminated quote": b'chip: {name: "npu}\n',
     "very long key": b"k" * 100000 + b": 1\n",
     "integer overflow": SPECS["npu.yaml"].replace(b"success: 0", b"success: 99999999999999999999999", 1),
+    # issue 23 (every field of every spec: test_spec_hostile.py)
+    "trailing newline in chip.name": SPECS["npu.yaml"].replace(b"  name: npu\n", b'  name: "npu\\n"\n', 1),
+    "trailing newline in driver.version": SPECS["npu.yaml"].replace(b'version: "2.1"', b'version: "2.1\\n"', 1),
+    "absolute header": SPECS["npu.yaml"].replace(b"headers: [simnpu/simnpu_kernels.h]", b"headers: [/etc/passwd.h]"),
+    "chip named like a torch module": SPECS["npu.yaml"].replace(b"  name: npu\n", b"  name: nn\n", 1),
+    "chip named by a Python keyword": SPECS["npu.yaml"].replace(b"  name: npu\n", b"  name: lambda\n", 1),
+    "driver version past a C int": SPECS["npu.yaml"].replace(b'version: "2.1"', b'version: "3000000.0"', 1),
+    "lone surrogate": SPECS["npu.yaml"].replace(b"  name: npu\n", b'  name: npu\n  x: "ok\\uD800"\n', 1),
+    "50,000 unknown ops": SPECS["npu.yaml"].replace(
+        b"\nops:\n", b"\nops:\n" + b"".join(b"  zz%d: {}\n" % i for i in range(50000)), 1),
+    "50,000 amp ops": SPECS["npu.yaml"].replace(
+        b"\namp:\n", b"\namp:\n  fp32_ops: [" + b", ".join(b"zz%d" % i for i in range(50000)) + b"]\n", 1),
+    "1,000 driver versions": SPECS["npu.yaml"].replace(
+        b"  versions:\n", b"  versions:\n" + b"".join(b'    "9.%d": {ops: {zz: null}}\n' % i for i in range(1000)), 1),
+    "200,000 small items": SPECS["npu.yaml"].replace(b"\ndtypes: [", b"\ndtypes: [" + b"1," * 200000, 1),
+    "spec_version 1.0": SPECS["npu.yaml"].replace(b"spec_version: 1\n", b"spec_version: 1.0\n", 1),
+    "spec_version 0x1": SPECS["npu.yaml"].replace(b"spec_version: 1\n", b"spec_version: 0x1\n", 1),
+    "monitor runs a shell": (SPECS["cuda.yaml"].replace(b"command: [nvidia-smi,", b"command: [sh, -c, id,", 1), "cuda.yaml"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_hostile_documents_are_located_errors(case):
-    assert outcome(HOSTILE[case]) is None
+    raw, name = HOSTILE[case] if isinstance(HOSTILE[case], tuple) else (HOSTILE[case], "npu.yaml")
+    assert raw != (SPECS[name]), "the edit did not apply"
+    assert outcome(raw, name) is None
 
 
 def test_the_fuzzing_reached_both_outcomes():

@@ -72,13 +72,14 @@ def test_tags():
 
 
 def test_too_deep():
-    assert errs("a: " + "[" * 40 + "]" * 40 + "\n") == ["f.yaml:1:35: <document>: nesting deeper than 32 levels"]
+    assert errs("a: " + "[" * 40 + "]" * 40 + "\n") == [
+        "f.yaml:1:35: a" + "[0]" * 30 + ": nesting deeper than 32 levels (limits.MAX_DEPTH)"]
     load_yaml_text("a: " + "[" * 31 + "]" * 31 + "\n", "f")   # 32 levels with the top mapping
 
 
 def test_too_big():
     assert errs(b"a: 1\n" + b"#" * MAX_BYTES) == [
-        f"f.yaml:1:1: <document>: file is larger than 1 MiB ({MAX_BYTES} bytes), the most a spec may be"]
+        f"f.yaml:1:1: <document>: file is larger than 1 MiB ({MAX_BYTES} bytes), the most a spec may be (limits.MAX_BYTES)"]
 
 
 def test_non_utf8_located():

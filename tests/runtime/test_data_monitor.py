@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,11 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 import torch_fl
 from torch_fl.data import DeviceLoader, to_device
-from torch_fl.monitor import DeviceMonitor, DeviceStats, DynamicDeviceSelector, parse_nvidia_smi, parse_rocm_smi
+from torch_fl.monitor import (DeviceMonitor, DeviceStats, DynamicDeviceSelector, command_problem, parse_nvidia_smi,
+                              parse_rocm_smi)
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "monitor"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "monitor"
 MiB = 1 << 20
 Pair = collections.namedtuple("Pair", "image label")
 
@@ -135,3 +138,24 @@ def test_selector_picks_the_least_loaded_device(native_packages):
     with pytest.raises(RuntimeError, match="no device of type 'npu' with"):
         DynamicDeviceSelector(DeviceMonitor(native="none"), device_type="npu", min_free_bytes=1 << 50).select()
     del busy_npu0
+
+
+def test_the_monitor_refuses_a_command_outside_its_parsers_query():
+    """Defence in depth: the generator refuses such a spec (tests/generator/test_spec_refusals.py);
+    DeviceMonitor reads the installed spec module and refuses it again, before running anything."""
+    from types import SimpleNamespace
+
+    facts = SimpleNamespace(monitor_parser="nvidia-smi-csv", monitor_command=("sh", "-c", "id"),
+                            spec_source="specs/cuda.yaml")
+    with pytest.raises(ValueError, match="must run nvidia-smi .* not run"):
+        DeviceMonitor._checked(facts)
+    assert "may not be run with '-r'" in command_problem("nvidia-smi-csv", ["nvidia-smi", "-r"])
+    assert "may not be run with '--setfan'" in command_problem("rocm-smi-json", ["rocm-smi", "--setfan", "255"])
+    assert "not one this torch_fl reads" in command_problem("evil", ["nvidia-smi"])
+    # The generated spec modules of the real native chips pass.
+    for chip in ("cuda", "hip"):
+        path = ROOT / "generated" / chip / f"torch_fl_{chip}" / "spec.py"
+        module_spec = importlib.util.spec_from_file_location(f"_spec_{chip}", path)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+        assert command_problem(module.MONITOR_PARSER, list(module.MONITOR_COMMAND)) is None, chip
