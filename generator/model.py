@@ -254,12 +254,44 @@ class Amp:
 
 
 @dataclass(frozen=True)
+class CollectiveStatus:
+    success: int
+    in_progress: int
+    remote_error: int | None = None
+    timeout: int | None = None
+
+
+@dataclass(frozen=True)
+class CollectiveLibrary:
+    """The chip's collective library (`distributed.library`): NCCL-shaped hooks (collective_abi)."""
+    libraries: tuple[str, ...]          # file names, dlopen'ed in order (searched as the driver's)
+    unique_id_bytes: int                # size of the library's communicator id struct
+    status: CollectiveStatus
+    dtypes: tuple[tuple[str, int], ...]     # (torch dtype, the library's code), in `dtypes:` order
+    reduce_ops: tuple[tuple[str, int], ...]  # (ReduceOp name, the library's code), in REDUCE_OPS order
+    hooks: tuple[tuple[str, str], ...]  # (hook, symbol) in COLLECTIVE_HOOKS order; all_to_all may be absent
+
+    def __post_init__(self):
+        from .collective_abi import COLLECTIVE_HOOKS, REDUCE_OPS, REQUIRED_COLLECTIVE_HOOKS
+
+        named = tuple(hook for hook, _ in self.hooks)
+        if named[:len(REQUIRED_COLLECTIVE_HOOKS)] != REQUIRED_COLLECTIVE_HOOKS or not set(named) <= set(COLLECTIVE_HOOKS):
+            raise ValueError("collective hooks must be REQUIRED_COLLECTIVE_HOOKS, in order, then optional ones")
+        if "sum" not in dict(self.reduce_ops) or not set(dict(self.reduce_ops)) <= set(REDUCE_OPS):
+            raise ValueError("reduce_ops must name sum and only torch's reductions")
+
+    def symbol(self, hook: str) -> str | None:
+        return dict(self.hooks).get(hook)
+
+
+@dataclass(frozen=True)
 class Distributed:
     backend: str                        # torch.distributed backend name, e.g. "npuccl"
     replaces: tuple[str, ...]           # names scripts pass that mean this backend here, e.g. ("nccl",)
     unsupported_options: tuple[str, ...]  # options the library does not accept
     init_method: str                    # tcp | env | file
-    staging: str                        # how collectives move data: "gloo" (host memory)
+    staging: str                        # without a library: how collectives move data ("gloo", host memory)
+    library: CollectiveLibrary | None = None  # the chip's collective library, when it has one
 
 
 @dataclass(frozen=True)

@@ -157,8 +157,23 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes,
             unsupported_options=tuple(dist.get("unsupported_options", ())),
             init_method=dist["init_method"],
             staging=dist["staging"],
+            library=_collective_library(dist["library"]) if "library" in dist else None,
         ) if dist is not None else None,
         triton_catalog=triton_catalog.load(),
+    )
+
+
+def _collective_library(lib: dict) -> model.CollectiveLibrary:
+    from .collective_abi import COLLECTIVE_HOOKS, REDUCE_OPS
+
+    return model.CollectiveLibrary(
+        libraries=tuple(lib["libraries"]),
+        unique_id_bytes=lib["unique_id_bytes"],
+        status=model.CollectiveStatus(**{f: lib["status"][f] for f in (
+            "success", "in_progress", "remote_error", "timeout") if f in lib["status"]}),
+        dtypes=tuple(lib["dtypes"].items()),
+        reduce_ops=tuple((op, lib["reduce_ops"][op]) for op in REDUCE_OPS if op in lib["reduce_ops"]),
+        hooks=tuple((h, lib["hooks"][h]) for h in COLLECTIVE_HOOKS if h in lib["hooks"]),
     )
 
 
