@@ -72,3 +72,9 @@ COLLECTIVE_HOOK_NOTES: dict[str, str] = {
 }
 
 assert set(COLLECTIVE_SIGNATURES) == set(COLLECTIVE_HOOKS) == set(COLLECTIVE_HOOK_NOTES)
+
+
+def c_function_type(hook: str) -> str:
+    """The C function type of ``hook``, e.g. "int (void* comm)"."""
+    ret, params = COLLECTIVE_SIGNATURES[hook]
+    return f"{ret} ({', '.join(f'{t} {n}' for t, n in params) or 'void'})"

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
+from . import collective_abi
 from .hook_abi import HOOK_NOTES, HOOK_SIGNATURES, c_function_type
 from .model import REQUIRED_HOOKS
 
@@ -227,10 +228,35 @@ def render_hook_abi() -> str:
     return "\n".join(lines)
 
 
+def render_collective_abi() -> str:
+    """Markdown table of the collective hook ABI (generator/collective_abi.py)."""
+    lines = [
+        "## Collective hook ABI",
+        "",
+        "Every hook in `distributed.library.hooks` names a C symbol of the collective libraries",
+        "with this fixed signature, NCCL's: a library that is NCCL (or RCCL, HCCL, ...) names its",
+        "symbols and nothing else. Hooks return an `int` status compared against",
+        "`distributed.library.status`, except `error_string`. `unique_id` is the library's id struct",
+        "of `unique_id_bytes` bytes, passed by value; communicators and streams are opaque handles",
+        "(`void*`, the chip's stream as the driver hooks take it). `datatype` and `op` are the codes",
+        "of `distributed.library.dtypes` and `reduce_ops`. Collectives are stream-ordered and",
+        "asynchronous: each enqueues its work on `stream` and returns.",
+        "",
+        "| Hook | C signature | Notes |",
+        "|---|---|---|",
+    ]
+    for hook in collective_abi.COLLECTIVE_HOOKS:
+        lines.append(f"| `{hook}` | `{_cell(collective_abi.c_function_type(hook))}` | "
+                     f"{_cell(collective_abi.COLLECTIVE_HOOK_NOTES[hook])} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
 def render_spec_doc(schema: dict) -> str:
-    """The whole docs/spec.md: header, intro, key reference, hook ABI."""
+    """The whole docs/spec.md: header, intro, key reference, the driver and collective hook ABIs."""
     assert set(HOOK_SIGNATURES) == set(REQUIRED_HOOKS)
-    return "\n".join([HEADER, "", INTRO, render_spec_reference(schema), render_hook_abi()]).rstrip() + "\n"
+    return "\n".join([HEADER, "", INTRO, render_spec_reference(schema), render_hook_abi(),
+                      render_collective_abi()]).rstrip() + "\n"
 
 
 def write_spec_doc(path: str | Path, schema: dict | None = None) -> bool:
