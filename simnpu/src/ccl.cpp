@@ -749,6 +749,7 @@ simcclResult_t run_p2p(Comm& c, std::vector<const Op*>& ops, std::string* err) {
       }
     }
     if (all_done) return simcclSuccess;
+    if (std::all_of(st.begin(), st.end(), [](const P2P& p) { return p.finished; })) return simcclSuccess;
     std::string what;
     for (auto& p : st)
       if (!p.finished) what += (what.empty() ? "" : ", ") + op_label(*p.op);
@@ -892,9 +893,10 @@ simcclResult_t submit(const std::shared_ptr<Comm>& cp, simnpuStream_t stream, st
 
 simcclResult_t check_buffer(Comm& c, const void* p, size_t bytes, const char* what) {
   if (bytes == 0) return simcclSuccess;
-  int dev = -1;
+  // The runtime tells the device of any pointer into an allocation: both ends must be on one.
+  int dev = -1, end_dev = -1;
   if (!p || simnpuPointerGetDevice(p, &dev) != simnpuSuccess ||
-      simnpuPointerGetDevice(static_cast<const char*>(p) + bytes - 1, &dev) != simnpuSuccess)
+      simnpuPointerGetDevice(static_cast<const char*>(p) + bytes - 1, &end_dev) != simnpuSuccess || end_dev != dev)
     return fail(simcclInvalidArgument, std::string(what) + " is not simnpu device memory of " + std::to_string(bytes) + " bytes");
   if (dev != c.device)
     return fail(simcclInvalidArgument, std::string(what) + " is on device " + std::to_string(dev) +
