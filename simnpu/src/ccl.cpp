@@ -7,9 +7,12 @@
 // ranks for send/recv. A collective runs as a host function on a simnpu stream: per chunk, each
 // rank copies its contribution into its slot half, all ranks meet at a barrier (atomic counters in
 // shared memory; short spin, then yield, then a futex wait), and each rank reduces or gathers from
-// the slots into its receive buffer. Because the halves alternate, one barrier per chunk suffices:
-// a rank writes the half of barrier g again for barrier g+2 only after passing barrier g+1, which
-// every rank reaches only after reading what barrier g published. Every wait is bounded (SIMCCL_TIMEOUT_MS) and checks
+// the slots into its receive buffer. The halves alternate chunk by chunk, so one barrier per chunk
+// suffices: a rank writes the half of chunk k again for chunk k+2 only after passing the barrier of
+// chunk k+1, which every rank reaches only after reading what chunk k published (the same holds
+// for the descriptors, by barrier parity). Large all_reduces split each chunk among the ranks
+// (each reduces its part from its own buffer and the peers' slots, then all gather the parts:
+// two barriers per chunk, less memory traffic and the reduction spread over the ranks). Every wait is bounded (SIMCCL_TIMEOUT_MS) and checks
 // the ranks it waits for (exited, destroyed, aborted), so a dead peer is an error, never a hang.
 #include "simnpu/simnpu_ccl.h"
 
@@ -69,6 +72,23 @@ bool parse_whole(const std::string& text, long long lo, long long hi, long long*
   return true;
 }
 
+// A whole number of bytes, optionally with a K/M/G suffix (powers of 1024).
+bool parse_size(const std::string& text, long long* out) {
+  std::string s = text;
+  long long mul = 1;
+  if (!s.empty()) {
+    char last = s.back();
+    if (last == 'K' || last == 'k') mul = 1ll << 10;
+    if (last == 'M' || last == 'm') mul = 1ll << 20;
+    if (last == 'G' || last == 'g') mul = 1ll << 30;
+    if (mul != 1) s.pop_back();
+  }
+  long long v = 0;
+  if (!parse_whole(s, 0, (1ll << 42) / mul, &v)) return false;
+  *out = v * mul;
+  return true;
+}
+
 struct FaultCfg {
   long long rank = -1;        // -1: every rank
   long long die_after = -1;   // the process _exit(1)s when its operation #die_after (from 0) starts
@@ -78,7 +98,8 @@ struct FaultCfg {
 
 struct Config {
   long long timeout_ms = 30000;
-  long long slot_bytes = 8ll << 20;
+  long long slot_bytes = 2ll << 20;
+  long long split_bytes = 64 << 10;
   FaultCfg faults;
 };
 
@@ -89,18 +110,16 @@ simcclResult_t read_config(Config* c) {
                                              "' is not a whole number of milliseconds from 1 to 86400000");
   }
   if (const char* t = std::getenv("SIMCCL_SLOT_BYTES"); t && *t) {
-    std::string s(t);
-    long long mul = 1;
-    char last = s.back();
-    if (last == 'K' || last == 'k') mul = 1ll << 10;
-    if (last == 'M' || last == 'm') mul = 1ll << 20;
-    if (last == 'G' || last == 'g') mul = 1ll << 30;
-    if (mul != 1) s.pop_back();
     long long v = 0;
-    if (!parse_whole(s, 1, (4ll << 30) / mul, &v) || v * mul < 4096)
+    if (!parse_size(t, &v) || v < 4096 || v > (4ll << 30))
       return fail(simcclInvalidArgument, std::string("SIMCCL_SLOT_BYTES: '") + t +
                                              "' is not a size from 4096 bytes to 4G (suffix K/M/G allowed)");
-    c->slot_bytes = (v * mul + 4095) / 4096 * 4096;
+    c->slot_bytes = (v + 4095) / 4096 * 4096;
+  }
+  if (const char* t = std::getenv("SIMCCL_SPLIT_BYTES"); t && *t) {
+    if (!parse_size(t, &c->split_bytes))
+      return fail(simcclInvalidArgument, std::string("SIMCCL_SPLIT_BYTES: '") + t +
+                                             "' is not a size in bytes (suffix K/M/G allowed)");
   }
   if (const char* t = std::getenv("SIMCCL_FAULTS"); t && *t) {
     std::string spec(t);
@@ -419,6 +438,7 @@ struct Comm {
   char* chandata = nullptr;
   uint64_t slot_bytes = 0, chan_bytes = 0;
   long long timeout_ms = 30000;
+  long long split_bytes = 64 << 10;
   FaultCfg faults;
 
   std::mutex m;
@@ -430,7 +450,8 @@ struct Comm {
   std::atomic<int> async_error{simcclSuccess};
 
   // touched only by the unit that runs (units run one at a time, in ticket order)
-  uint64_t gen = 0;
+  uint64_t gen = 0;    // barriers passed
+  uint64_t chunks = 0; // chunks moved through the slots (picks the half)
   std::vector<uint64_t> send_msgs, recv_msgs;
 
   ~Comm() {
@@ -438,7 +459,7 @@ struct Comm {
   }
 
   RankCtl& me() { return ranks[rank]; }
-  char* slot(int r, uint64_t g) { return slots + uint64_t(r) * slot_bytes + (g % 2) * (slot_bytes / 2); }
+  char* slot(int r, uint64_t k) { return slots + uint64_t(r) * slot_bytes + (k % 2) * (slot_bytes / 2); }
   ChanCtl& chan(int src, int dst) { return chans[src * nranks + dst]; }
   char* chan_data(int src, int dst) { return chandata + uint64_t(src * nranks + dst) * chan_bytes; }
 
@@ -588,6 +609,23 @@ std::string op_label(const Op& o) {
   return std::string(kind_name(o.kind)) + " #" + std::to_string(o.seq + 1);
 }
 
+// After a collective's first barrier (generation g): every rank published what it called.
+simcclResult_t check_descs(Comm& c, const Op& o, uint64_t g, const std::string& what, std::string* err) {
+  (void)o;
+  const OpDesc& d0 = c.me().desc[g % 2];
+  for (int p = 0; p < c.nranks; ++p) {
+    const OpDesc& d = c.ranks[p].desc[g % 2];
+    if (d.seq != d0.seq || d.kind != d0.kind || d.dtype != d0.dtype || d.count != d0.count ||
+        (d.op != d0.op && (d.kind == kAllReduce || d.kind == kReduce || d.kind == kReduceScatter)) ||
+        (d.root != d0.root && (d.kind == kBroadcast || d.kind == kReduce))) {
+      *err = what + ": ranks disagree: rank " + std::to_string(c.rank) + " called " + describe(d0) + ", rank " +
+             std::to_string(p) + " called " + describe(d) + " as its collective #" + std::to_string(d.seq + 1);
+      return simcclInvalidUsage;
+    }
+  }
+  return simcclSuccess;
+}
+
 simcclResult_t run_collective(Comm& c, const Op& o, std::string* err) {
   const std::string what = op_label(o);
   if (c.hdr->broken_ready.load() && c.hdr->broken_rank.load() != c.rank) {
@@ -601,11 +639,33 @@ simcclResult_t run_collective(Comm& c, const Op& o, std::string* err) {
   const size_t total = o.count;
   const size_t nchunks = total == 0 ? 1 : (total + chunk - 1) / chunk;
   std::vector<const void*> srcs(n);
+  // all_reduce chunks of at least SIMCCL_SPLIT_BYTES: each rank reduces 1/n of each chunk
+  const bool split = o.kind == kAllReduce && n > 1 && std::min(chunk, total) * es >= uint64_t(c.split_bytes);
   for (size_t k = 0; k < nchunks; ++k) {
     const size_t off = k * chunk, len = std::min(chunk, total - off), bytes = len * es;
-    const uint64_t g = c.gen + 1;
-    char* mine = c.slot(r, g);
+    const uint64_t g = c.gen + 1, h = c.chunks++;
+    char* mine = c.slot(r, h);
     if (k == 0) c.me().desc[g % 2] = OpDesc{o.seq, o.kind, uint32_t(o.dtype), uint32_t(o.op), o.root, o.count};
+    // part p of the chunk: elements [lo(p), lo(p+1))
+    auto lo = [&](int p) { return len * size_t(p) / size_t(n); };
+    if (split) {
+      for (int p = 0; p < n; ++p)
+        if (p != r) std::memcpy(mine + lo(p) * es, o.send + (off + lo(p)) * es, (lo(p + 1) - lo(p)) * es);
+      if (simcclResult_t rc = c.barrier(what, err)) return rc;
+      if (k == 0)
+        if (simcclResult_t rc = check_descs(c, o, g, what, err)) return rc;
+      const size_t a = lo(r), m = lo(r + 1) - a;
+      for (int p = 0; p < n; ++p) srcs[p] = p == r ? o.send + (off + a) * es : c.slot(p, h) + a * es;
+      if (m) {
+        reduce(mine + a * es, srcs.data(), n, m, o.dtype, o.op);
+        std::memcpy(o.recv + (off + a) * es, mine + a * es, m * es);
+      }
+      if (simcclResult_t rc = c.barrier(what, err)) return rc;
+      for (int p = 0; p < n; ++p)
+        if (p != r && lo(p + 1) > lo(p))
+          std::memcpy(o.recv + (off + lo(p)) * es, c.slot(p, h) + lo(p) * es, (lo(p + 1) - lo(p)) * es);
+      continue;
+    }
     switch (o.kind) {
       case kAllReduce: case kReduce: case kAllGather:
         if (n > 1 && bytes) std::memcpy(mine, o.send + off * es, bytes);
@@ -619,20 +679,9 @@ simcclResult_t run_collective(Comm& c, const Op& o, std::string* err) {
         break;
     }
     if (simcclResult_t rc = c.barrier(what, err)) return rc;
-    if (k == 0) {
-      const OpDesc& d0 = c.me().desc[g % 2];
-      for (int p = 0; p < n; ++p) {
-        const OpDesc& d = c.ranks[p].desc[g % 2];
-        if (d.seq != d0.seq || d.kind != d0.kind || d.dtype != d0.dtype || d.count != d0.count ||
-            (d.op != d0.op && (d.kind == kAllReduce || d.kind == kReduce || d.kind == kReduceScatter)) ||
-            (d.root != d0.root && (d.kind == kBroadcast || d.kind == kReduce))) {
-          *err = what + ": ranks disagree: rank " + std::to_string(r) + " called " + describe(d0) + ", rank " +
-                 std::to_string(p) + " called " + describe(d) + " as its collective #" + std::to_string(d.seq + 1);
-          return simcclInvalidUsage;
-        }
-      }
-    }
-    auto slot_of = [&](int p) -> const char* { return p == r && n == 1 ? o.send + off * es : c.slot(p, g); };
+    if (k == 0)
+      if (simcclResult_t rc = check_descs(c, o, g, what, err)) return rc;
+    auto slot_of = [&](int p) -> const char* { return p == r && n == 1 ? o.send + off * es : c.slot(p, h); };
     switch (o.kind) {
       case kAllReduce: case kReduce:
         if (o.kind == kReduce && r != o.root) break;
@@ -642,7 +691,7 @@ simcclResult_t run_collective(Comm& c, const Op& o, std::string* err) {
         break;
       case kBroadcast:
         if (!bytes) break;
-        if (r != o.root) std::memcpy(o.recv + off * es, c.slot(o.root, g), bytes);
+        if (r != o.root) std::memcpy(o.recv + off * es, c.slot(o.root, h), bytes);
         else if (o.recv != o.send) std::memcpy(o.recv + off * es, o.send + off * es, bytes);
         break;
       case kAllGather:
@@ -652,18 +701,18 @@ simcclResult_t run_collective(Comm& c, const Op& o, std::string* err) {
           if (p == r) {
             if (dst != o.send + off * es) std::memmove(dst, o.send + off * es, bytes);
           } else {
-            std::memcpy(dst, c.slot(p, g), bytes);
+            std::memcpy(dst, c.slot(p, h), bytes);
           }
         }
         break;
       case kReduceScatter:
         if (!bytes) break;
-        for (int p = 0; p < n; ++p) srcs[p] = c.slot(p, g) + r * bytes;
+        for (int p = 0; p < n; ++p) srcs[p] = c.slot(p, h) + r * bytes;
         reduce(o.recv + off * es, srcs.data(), n, len, o.dtype, o.op);
         break;
       case kAllToAll:
         if (!bytes) break;
-        for (int p = 0; p < n; ++p) std::memcpy(o.recv + (p * total + off) * es, c.slot(p, g) + r * bytes, bytes);
+        for (int p = 0; p < n; ++p) std::memcpy(o.recv + (p * total + off) * es, c.slot(p, h) + r * bytes, bytes);
         break;
     }
   }
@@ -1038,6 +1087,7 @@ simcclResult_t simcclCommInitRank(simcclComm_t* comm, int nranks, simcclUniqueId
   c->device = device;
   c->shm_name = std::string(id.internal + 8);
   c->timeout_ms = cfg.timeout_ms;
+  c->split_bytes = cfg.split_bytes;
   c->faults = cfg.faults;
   const std::string where = "simcclCommInitRank(rank " + std::to_string(rank) + " of " + std::to_string(nranks) + ")";
   const auto deadline = Clock::now() + std::chrono::milliseconds(cfg.timeout_ms);

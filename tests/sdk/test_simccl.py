@@ -89,10 +89,12 @@ def run_ranks(scenario, nranks, ccl, env=None, timeout=30):
 # ------------------------------------------------------------------ correctness
 
 
-@pytest.mark.parametrize("nranks", [2, 4])
-def test_every_collective_dtype_and_op(libs, nranks):
-    # small slots: every collective runs in several chunks
-    out = run_ranks("collectives", nranks, libs[1], env={"SIMCCL_SLOT_BYTES": "8K"}, timeout=60)
+@pytest.mark.parametrize("nranks,split", [(2, "64K"), (4, "64K"), (2, "0"), (4, "0")])
+def test_every_collective_dtype_and_op(libs, nranks, split):
+    # small slots: every collective runs in several chunks; split 0: every all_reduce chunk is
+    # split among the ranks (by default only chunks of 64 KiB and more)
+    out = run_ranks("collectives", nranks, libs[1], env={"SIMCCL_SLOT_BYTES": "8K", "SIMCCL_SPLIT_BYTES": split},
+                    timeout=60)
     for k, r in enumerate(out):
         assert r["errors"] == [], f"rank {k}: {r['errors'][:5]}"
         assert r["destroy_rc"] == SUCCESS
@@ -153,7 +155,7 @@ def test_malformed_faults_refused(libs, value, key):
 
 
 @pytest.mark.parametrize("var,value", [("SIMCCL_TIMEOUT_MS", "10s"), ("SIMCCL_SLOT_BYTES", "lots"),
-                                       ("SIMCCL_SLOT_BYTES", "100")])
+                                       ("SIMCCL_SLOT_BYTES", "100"), ("SIMCCL_SPLIT_BYTES", "-1")])
 def test_malformed_settings_refused(libs, var, value):
     r = local("local_init", {var: value})
     assert r["init_rc"] == INVALID_ARGUMENT and var in r["msg"], r
@@ -239,7 +241,7 @@ def test_abort_fails_peers_promptly(libs):
     uid = new_id(libs[1])
     res = collect(launch("abort", 2, uid, {"SIMCCL_TIMEOUT_MS": "20000"}), timeout=20)
     r0, r1 = res[0]["last"], res[1]["last"]
-    assert r1["abort_rc"] == SUCCESS and r1["abort_s"] < 0.1
+    assert r1["abort_rc"] == SUCCESS and r1["abort_s"] < 1.0  # never blocks (loose bound: busy machine)
     assert r1["sync"] == LAUNCH_FAILURE and "aborted" in r1["msg"], r1  # its queued work failed
     assert r1["after_abort"] == INVALID_ARGUMENT
     assert r0["async"] == REMOTE and "rank 1" in r0["msg"] and "aborted" in r0["msg"], r0
