@@ -1099,12 +1099,12 @@ simcclResult_t simcclCommInitRank(simcclComm_t* comm, int nranks, simcclUniqueId
     if (fd >= 0) {
       uint64_t chan = std::max<uint64_t>(64 << 10, (uint64_t(cfg.slot_bytes) / nranks + 4095) / 4096 * 4096);
       Layout L(nranks, cfg.slot_bytes, chan);
-      if (ftruncate(fd, off_t(L.total)) != 0) {
-        int e = errno;
+      // Reserve the pages now: a full /dev/shm is an error here, not a SIGBUS in a collective.
+      if (int e = ftruncate(fd, off_t(L.total)) != 0 ? errno : posix_fallocate(fd, 0, off_t(L.total))) {
         close(fd);
         shm_unlink(name);
-        return fail(simcclSystemError, where + ": ftruncate(" + std::to_string(L.total) + ") of shared memory " + name +
-                                           ": " + std::strerror(e));
+        return fail(simcclSystemError, where + ": cannot reserve " + std::to_string(L.total) + " bytes of shared memory " +
+                                           name + ": " + std::strerror(e) + " (see df /dev/shm; SIMCCL_SLOT_BYTES)");
       }
       void* base = mmap(nullptr, L.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       close(fd);

@@ -539,6 +539,40 @@ def local_threads(rt, ccl):
     if shm_exists(uid):
         errors.append("threads: shared memory left")
 
+    # two communicators at once in one process, each thread a rank of both
+    ids = [new_id(ccl), new_id(ccl)]
+    got = {}
+
+    def two_comms(rank):
+        comms = [vp(), vp()]
+        rcs = [ccl.simcclCommInitRank(ctypes.byref(comms[k]), 2, ids[k], rank) for k in range(2)]
+        streams = [vp(), vp()]
+        for s in streams:
+            rt.simnpuStreamCreate(ctypes.byref(s))
+        xs = [np.full(50000, (rank + 1) * (k + 1), np.int64) for k in range(2)]
+        ps = [vp(), vp()]
+        for k in range(2):
+            rt.simnpuMalloc(ctypes.byref(ps[k]), xs[k].nbytes)
+            rt.simnpuMemcpy(ps[k], xs[k].ctypes.data, xs[k].nbytes, H2D)
+        for _ in range(10):
+            for k in range(2):
+                rcs.append(ccl.simcclAllReduce(ps[k], ps[k], 50000, 4, SUM, comms[k], streams[k]))
+        rcs += [rt.simnpuStreamSynchronize(s) for s in streams]
+        for k in range(2):
+            rt.simnpuMemcpy(xs[k].ctypes.data, ps[k], xs[k].nbytes, D2H)
+            rcs.append(ccl.simcclCommDestroy(comms[k]))
+            rt.simnpuFree(ps[k])
+        got[rank] = (sorted(set(rcs)), int(xs[0][7]), int(xs[1][-1]))
+
+    threads = [threading.Thread(target=two_comms, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    want = ([0], 3 * 2 ** 9, 6 * 2 ** 9)
+    if got != {0: want, 1: want}:
+        errors.append(f"two communicators: {got}")
+
     uid = new_id(ccl)
     comm = vp()
     if ccl.simcclCommInitRank(ctypes.byref(comm), 1, uid, 0) != SUCCESS:
