@@ -171,6 +171,11 @@ class Rank:
         self.comm = vp()
         self.bufs = []
         self.init_rc = None
+        # Start line: the test releases every rank at once, after all of them have started up
+        # (python, numpy, the libraries), so a short SIMCCL_TIMEOUT_MS only times the library.
+        emit(ready=True, pid=os.getpid())
+        if sys.stdin.readline().strip() != "go":
+            raise SystemExit("no go from the test")
         if init:
             self.init_rc = self.ccl.simcclCommInitRank(ctypes.byref(self.comm), nranks, self.uid, rank)
 
@@ -465,6 +470,7 @@ def scenario_loop(r: Rank):
         if sync:
             break
         done += 1
+        emit(progress=done)
     return {"done": done, "sync": sync, "async": r.async_error(), "msg": r.last_error(),
             "seconds": time.perf_counter() - t0, "errors": []}
 

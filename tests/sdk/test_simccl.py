@@ -56,7 +56,19 @@ def launch(scenario, nranks, uid, env=None, ranks=None):
     procs = []
     for rank in (ranks if ranks is not None else range(nranks)):
         procs.append(subprocess.Popen([sys.executable, str(WORKER), scenario, str(rank), str(nranks), id_hex],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, text=True))
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      env=full_env, text=True))
+    # release the ranks together once all have started (each prints its ready line first)
+    for p in procs:
+        line = p.stdout.readline()
+        if not line.startswith('{"ready"'):
+            for q in procs:
+                q.kill()
+            pytest.fail(f"rank process did not start: {line!r} {p.stderr.read()[-2000:]}")
+        p.pid_reported = json.loads(line)["pid"]
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
     return procs
 
 
@@ -181,9 +193,10 @@ def test_rank_that_dies_is_a_remote_error(libs, nranks):
     uid = new_id(libs[1])
     env = {"SIMCCL_FAULTS": "rank=1,die_after=2", "SIMCCL_TIMEOUT_MS": "20000"}
     t0 = time.monotonic()
-    res = collect(launch("loop", nranks, uid, env), timeout=30)
+    procs = launch("loop", nranks, uid, env)
+    res = collect(procs, timeout=30)
     assert res[1]["rc"] == 1 and "die_after=2" in res[1]["stderr"]
-    pid1 = res[1]["lines"][0]["pid"]
+    pid1 = procs[1].pid_reported
     for k, r in enumerate(res):
         if k == 1:
             continue
@@ -200,10 +213,13 @@ def test_rank_killed_mid_collective(libs):
     uid = new_id(libs[1])
     env = {"SIMCCL_FAULTS": "rank=1,stall_after=1,stall_ms=20000", "SIMCCL_TIMEOUT_MS": "20000"}
     procs = launch("loop", 2, uid, env)
-    # rank 1 stalls in its 2nd all_reduce; kill it once rank 0 is waiting there
-    line = procs[1].stdout.readline()
-    assert json.loads(line)["started"]
-    time.sleep(1.0)
+    # rank 1 stalls in its 2nd all_reduce; kill it once rank 0 is done with the 1st (and so waits in the 2nd)
+    while True:
+        line = procs[0].stdout.readline()
+        assert line, procs[0].stderr.read()[-2000:]
+        if json.loads(line).get("progress") == 1:
+            break
+    time.sleep(0.2)
     procs[1].send_signal(signal.SIGKILL)
     t0 = time.monotonic()
     res = collect(procs, timeout=20)
@@ -215,7 +231,7 @@ def test_rank_killed_mid_collective(libs):
 
 
 def test_stalled_rank_is_a_timeout(libs):
-    env = {"SIMCCL_FAULTS": "rank=1,stall_after=1,stall_ms=2500", "SIMCCL_TIMEOUT_MS": "1000", "LOOP_N": "3"}
+    env = {"SIMCCL_FAULTS": "rank=1,stall_after=1,stall_ms=3000", "SIMCCL_TIMEOUT_MS": "1000", "LOOP_N": "3"}
     uid = new_id(libs[1])
     t0 = time.monotonic()
     res = collect(launch("loop", 2, uid, env), timeout=20)
