@@ -610,8 +610,7 @@ std::string op_label(const Op& o) {
 }
 
 // After a collective's first barrier (generation g): every rank published what it called.
-simcclResult_t check_descs(Comm& c, const Op& o, uint64_t g, const std::string& what, std::string* err) {
-  (void)o;
+simcclResult_t check_descs(Comm& c, uint64_t g, const std::string& what, std::string* err) {
   const OpDesc& d0 = c.me().desc[g % 2];
   for (int p = 0; p < c.nranks; ++p) {
     const OpDesc& d = c.ranks[p].desc[g % 2];
@@ -653,7 +652,7 @@ simcclResult_t run_collective(Comm& c, const Op& o, std::string* err) {
         if (p != r) std::memcpy(mine + lo(p) * es, o.send + (off + lo(p)) * es, (lo(p + 1) - lo(p)) * es);
       if (simcclResult_t rc = c.barrier(what, err)) return rc;
       if (k == 0)
-        if (simcclResult_t rc = check_descs(c, o, g, what, err)) return rc;
+        if (simcclResult_t rc = check_descs(c, g, what, err)) return rc;
       const size_t a = lo(r), m = lo(r + 1) - a;
       for (int p = 0; p < n; ++p) srcs[p] = p == r ? o.send + (off + a) * es : c.slot(p, h) + a * es;
       if (m) {
@@ -680,7 +679,7 @@ simcclResult_t run_collective(Comm& c, const Op& o, std::string* err) {
     }
     if (simcclResult_t rc = c.barrier(what, err)) return rc;
     if (k == 0)
-      if (simcclResult_t rc = check_descs(c, o, g, what, err)) return rc;
+      if (simcclResult_t rc = check_descs(c, g, what, err)) return rc;
     auto slot_of = [&](int p) -> const char* { return p == r && n == 1 ? o.send + off * es : c.slot(p, h); };
     switch (o.kind) {
       case kAllReduce: case kReduce:
