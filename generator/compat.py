@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import __version__
 from .model import ChipSpec
-from .torch_support import SUPPORTED_TORCH
+from .torch_support import RELEASE_NOTES, SUPPORTED_TORCH
 from .versions import describe
 
 BUILDS_FILE = Path(".torchfl") / "builds.jsonl"
@@ -128,4 +128,7 @@ def render(specs: dict[str, list[ChipSpec]], records: list[dict], source: str) -
                 lines += ["", "dtypes: " + "; ".join(f"driver {b.driver.version}: {', '.join(b.dtypes)}"
                                                       for b in builds)]
             lines.append("")
-    return "\n".join(lines)
+    lines += ["## What differs between torch releases", "",
+              "| torch | for a chip's backend and its users |", "|---|---|"]
+    lines += [f"| {release} | {RELEASE_NOTES[release]} |" for release in SUPPORTED_TORCH]
+    return "\n".join(lines) + "\n"

@@ -20,3 +20,20 @@ def supported_minors(requirement: str = TORCH_REQUIREMENT) -> tuple[str, ...]:
 
 
 SUPPORTED_TORCH = supported_minors()
+
+
+# What differs between the supported releases, for a chip's backend and its users: the notes
+# docs/compat.md ends with (found building and testing the npu backend on each release).
+RELEASE_NOTES: dict[str, str] = {
+    "2.11": "The oldest release admitted; verified on the H200 (nvgpu).",
+    "2.12": "`UntypedStorage.pin_memory()` and `is_pinned()` default to `device=\"cuda\"`: on a chip, pass "
+            "the chip (`storage.pin_memory(\"npu\")`); `Tensor.pin_memory()` is unaffected. The generated "
+            "suite names the chip there.",
+    "2.13": "`UntypedStorage.pin_memory()` and `is_pinned()` use the current accelerator (the chip). CI's "
+            "release (the CPU wheel).",
+    "2.14": "torch's headers need C++20: the generated `setup.py` compiles with `-std=c++20` from 2.14 on "
+            "(C++17 before).",
+    "2.15": "Nothing a backend sees changed: the generated C++ builds unchanged and the npu suite passes. "
+            "Triton 3.9 (torch's pin) runs the interpreted Triton step unchanged.",
+}
+assert set(RELEASE_NOTES) == set(SUPPORTED_TORCH), "a note per supported release"
