@@ -7,12 +7,21 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    """A TCP port no one listens on now, for a torchrun rendezvous: a fixed port collides with
+    whatever else runs on the machine (another test run, a user's job)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def run_python(code: str, env: dict | None = None, timeout: int = 600, cwd: Path = ROOT) -> subprocess.CompletedProcess:

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 import torch_fl
-from e2e_helpers import ROOT
+from e2e_helpers import ROOT, free_port
 
 
 def test_backend_registered_for_the_chip():
@@ -68,9 +68,10 @@ def test_single_rank_group_with_nccl_name_maps_to_the_chip(tmp_path):
 
 def test_ddp_on_two_processes_matches_one_process(tmp_path):
     out = tmp_path / "ddp"
+    port = free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     ddp = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-                          "--master_port=29561", "examples/train_ddp.py", "--out-dir", str(out)],
+                          f"--master_port={port}", "examples/train_ddp.py", "--out-dir", str(out)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert ddp.returncode == 0, ddp.stdout + ddp.stderr
     ref = subprocess.run([sys.executable, "examples/train_ddp.py", "--reference", "--out-dir", str(out)],
@@ -81,7 +82,7 @@ def test_ddp_on_two_processes_matches_one_process(tmp_path):
 
     for r, run in enumerate(ranks):
         assert run["backend"] == "npuccl"   # the script asked for nccl
-        assert run["config"]["init_method"] == "tcp://127.0.0.1:29561"
+        assert run["config"]["init_method"] == f"tcp://127.0.0.1:{port}"
         assert run["param_devices"] == ["npu:0"]
         c = run["collectives"]
         assert c["all_reduce"] == [3.0] * 3
