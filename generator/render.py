@@ -41,6 +41,8 @@ PRIVATEUSE1_FILES = (
     ("tests/test_vendor_ops.py.j2", "tests/test_vendor_ops.py"),
     ("tests/test_opinfo.py.j2", "tests/test_opinfo.py"),
 )
+# A chip with a collective library (distributed.library) also gets its bindings.
+COLLECTIVES_FILE = (("csrc/collectives.cpp.j2", "csrc/collectives.cpp"),)
 
 # The pure-Python package of a native chip (`integration: native`).
 NATIVE_FILES = (
@@ -362,7 +364,8 @@ def render(spec: ChipSpec | NativeSpec, output_dir: Path) -> dict[str, str]:
         "suite_dtypes": suite_dtypes(spec),
     }
     files: dict[str, str] = {}
-    for template, out in PRIVATEUSE1_FILES:
+    templates = PRIVATEUSE1_FILES + (COLLECTIVES_FILE if spec.distributed and spec.distributed.library else ())
+    for template, out in templates:
         path = out.replace("{pkg}", spec.chip.package)
         files[path] = env.get_template(f"privateuse1/{template}").render(**context)
     files[MARKER] = _marker(source, files, spec.chip.package)

@@ -98,7 +98,7 @@ class ChipBackend:
             return
         from . import distributed
 
-        distributed.register_chip_backend(self.spec)
+        distributed.register_chip_backend(self.spec, self._extension())
 
     def autoload(self) -> None:
         """The entry point `import torch` runs: a broken backend must not break torch."""

@@ -1,10 +1,12 @@
 """torch.distributed for generated chips: the spec's `distributed` backend.
 
-`register_chip_backend(spec)` (called by the generated backend at load) registers the
+`register_chip_backend(spec, _C)` (called by the generated backend at load) registers the
 spec's backend with `torch.distributed.Backend.register_backend(..., devices=[chip])`.
-For a chip without a collective library of its own (`staging: gloo`, the simulated
-NPU) every collective stages through gloo on host memory: chip tensors are copied to
-the host, gloo runs the collective, results are copied back.
+A chip with a collective library (`distributed.library`: NCCL-shaped hooks, the simulated
+NPU's libsimnpu_ccl) gets the runtime's C++ backend over it (csrc/src/collectives.cpp):
+collectives on the chip's memory, ordered on its streams. For a chip without one
+(`staging: gloo`) every collective stages through gloo on host memory: chip tensors are
+copied to the host, gloo runs the collective, results are copied back.
 
 `get_backend_config(device)` says how to call `init_process_group` for a device, and
 `init_process_group(backend="nccl")` on a chip whose spec `replaces: [nccl]` uses the
@@ -179,18 +181,24 @@ class StagedProcessGroup(dist.ProcessGroup):
         return _done(tensors)
 
 
-def register_chip_backend(spec) -> None:
-    """Register the generated chip's backend (its spec module's DIST_* facts); idempotent."""
+def register_chip_backend(spec, _C) -> None:
+    """Register the generated chip's backend (its spec module's DIST_* facts); idempotent. With
+    a collective library (`distributed.library`) the backend is the runtime's C++ backend over
+    it (`_C._create_collective_backend`); without, collectives stage through gloo."""
     name = spec.DIST_BACKEND
-    if name in _specs:
+    if name in _specs or not dist.is_available():
         return
-    if spec.DIST_STAGING != "gloo":
-        raise RuntimeError(f"{spec.SPEC_SOURCE}: distributed.staging {spec.DIST_STAGING!r} is not supported")
-    if not dist.is_available() or not dist.is_gloo_available():
-        return   # this torch has no gloo: nothing to stage through
+    if spec.DIST_LIBRARY:
+        def create(store, rank, size, timeout):
+            return _C._create_collective_backend(store, rank, size, timeout)
+    elif spec.DIST_STAGING == "gloo":
+        if not dist.is_gloo_available():
+            return   # this torch has no gloo: nothing to stage through
 
-    def create(store, rank, size, timeout):
-        return StagedProcessGroup(store, rank, size, timeout, name)
+        def create(store, rank, size, timeout):
+            return StagedProcessGroup(store, rank, size, timeout, name)
+    else:
+        raise RuntimeError(f"{spec.SPEC_SOURCE}: distributed.staging {spec.DIST_STAGING!r} is not supported")
 
     dist.Backend.register_backend(name, create, devices=[spec.CHIP])
     _specs[name] = spec

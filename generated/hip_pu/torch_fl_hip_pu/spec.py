@@ -91,9 +91,11 @@ ROUTES = {
 TRITON_MODE = 'compile'
 
 # torch.distributed: the chip's backend, the names it stands in for, options its
-# library does not take, how ranks meet and how collectives move data
+# library does not take, how ranks meet, and how collectives move data: the chip's collective
+# library (its files; the bindings are in csrc/collectives.cpp), else staging on the host
 DIST_BACKEND = 'hip_puccl'
 DIST_REPLACES = ('nccl',)
 DIST_UNSUPPORTED_OPTIONS = ()
 DIST_INIT_METHOD = 'tcp'
+DIST_LIBRARY = ()
 DIST_STAGING = 'gloo'

@@ -14,9 +14,11 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -162,6 +164,11 @@ struct Communicator {
 
 // --- work ---------------------------------------------------------------------------------------
 
+// One collective in flight. The backend's progress thread completes its future (and any
+// callback chained to it, as DDP's) once the device is done with it, or fails it with the
+// library's error or past the timeout (aborting the communicator: the peers see an error,
+// never a hang). wait() blocks the host on that, then makes the caller's stream wait for the
+// collective.
 class CollectiveWork : public c10d::Work {
  public:
   CollectiveWork(std::shared_ptr<Communicator> comm, c10d::OpType type, std::string op, uint64_t sequence,
@@ -173,49 +180,54 @@ class CollectiveWork : public c10d::Work {
         stream_(stream),
         end_(kChip),
         outputs_(std::move(outputs)),
+        deadline_(std::chrono::steady_clock::now() + timeout),
         timeout_(timeout),
         future_(c10::make_intrusive<c10::ivalue::Future>(
             c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{stream.device()})) {}
 
   void record_end() { end_.record(stream_); }
 
-  bool isCompleted() override {
-    if (!end_.query()) return false;
-    check_async_error();
-    return true;
+  // Called by the progress thread: true once the work is finished (its future completed or
+  // failed).
+  bool poll() {
+    if (future_->completed()) return true;
+    if (end_.query()) {
+      check_async_error();
+      if (!failed()) complete_future();
+      return true;
+    }
+    const int status = comm_->async_error();
+    if (status != desc().status_success && status != desc().status_in_progress) {
+      check_async_error();
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline_) {
+      time_out(timeout_);
+      return true;
+    }
+    return false;
   }
 
-  bool isSuccess() const override { return !exception_; }
-  std::exception_ptr exception() const override { return exception_; }
+  bool isCompleted() override { return future_->completed(); }
+  bool isSuccess() const override { return !failed(); }
+
+  std::exception_ptr exception() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return exception_;
+  }
+
   std::vector<at::Tensor> result() override { return outputs_; }
 
-  // Blocks the host until the collective completed on the device or the timeout passed (an
-  // unfinished collective then aborts the communicator: its peers see an error, never a hang),
-  // raises the library's error if it failed, and makes the caller's stream wait for it.
   bool wait(std::chrono::milliseconds timeout) override {
-    const auto limit = timeout == kNoTimeout ? timeout_ : timeout;
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    auto pause = std::chrono::microseconds(20);
-    while (!end_.query()) {
-      const int status = comm_->async_error();
-      if (status != desc().status_success && status != desc().status_in_progress) break;
-      if (std::chrono::steady_clock::now() >= deadline) {
-        comm_->abort();
-        std::ostringstream message;
-        message << desc().backend << " rank " << comm_->rank << ": " << op_ << " #" << sequence_
-                << " did not complete within " << limit.count() << " ms; the communicator was aborted "
-                << "(a peer may have stalled or exited)";
-        set_exception(std::make_exception_ptr(c10::DistBackendError(
-            {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, message.str())));
-        std::rethrow_exception(exception_);
-      }
+    const auto deadline = std::chrono::steady_clock::now() + (timeout == kNoTimeout ? timeout_ : timeout);
+    auto pause = std::chrono::microseconds(10);
+    while (!future_->completed()) {
+      if (std::chrono::steady_clock::now() >= deadline) time_out(timeout == kNoTimeout ? timeout_ : timeout);
       std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+      pause = std::min(pause * 2, std::chrono::microseconds(500));
     }
-    check_async_error();
-    if (exception_) std::rethrow_exception(exception_);
+    if (auto error = exception()) std::rethrow_exception(error);
     end_.block(current_stream(stream_.device_index()));
-    complete_future();
     return true;
   }
 
@@ -224,8 +236,22 @@ class CollectiveWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
  private:
+  bool failed() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return static_cast<bool>(exception_);
+  }
+
+  void time_out(std::chrono::milliseconds limit) {
+    comm_->abort();
+    std::ostringstream message;
+    message << desc().backend << " rank " << comm_->rank << ": " << op_ << " #" << sequence_
+            << " did not complete within " << limit.count() << " ms; the communicator was aborted "
+            << "(a peer may have stalled or exited)";
+    set_exception(std::make_exception_ptr(
+        c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, message.str())));
+  }
+
   void check_async_error() {
-    if (exception_) return;
     const int status = comm_->async_error();
     if (status == desc().status_success || status == desc().status_in_progress) return;
     try {
@@ -236,12 +262,16 @@ class CollectiveWork : public c10d::Work {
   }
 
   void set_exception(std::exception_ptr error) {
-    exception_ = error;
-    if (!future_->completed()) future_->setError(error);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (exception_) return;
+      exception_ = error;
+    }
+    if (!future_->completed()) future_->setErrorIfNeeded(error);
   }
 
+  // The outputs are ready on the collective's stream: the future's events are recorded there.
   void complete_future() {
-    if (future_->completed()) return;
     c10::impl::VirtualGuardImpl guard(kChip);
     const auto previous = guard.exchangeStream(stream_);
     future_->markCompleted(c10::IValue(outputs_));
@@ -254,9 +284,70 @@ class CollectiveWork : public c10d::Work {
   c10::Stream stream_;
   c10::Event end_;
   std::vector<at::Tensor> outputs_;
+  std::chrono::steady_clock::time_point deadline_;
   std::chrono::milliseconds timeout_;
+  mutable std::mutex mutex_;
   std::exception_ptr exception_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// Polls a backend's collectives in flight and finishes each (CollectiveWork::poll).
+class ProgressThread {
+ public:
+  ProgressThread() : thread_([this] { loop(); }) {}
+
+  ~ProgressThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    ready_.notify_one();
+    thread_.join();
+  }
+
+  void add(c10::intrusive_ptr<CollectiveWork> work) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      works_.push_back(std::move(work));
+    }
+    ready_.notify_one();
+  }
+
+ private:
+  void loop() {
+    auto pause = std::chrono::microseconds(10);
+    while (true) {
+      std::deque<c10::intrusive_ptr<CollectiveWork>> batch;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        ready_.wait(lock, [this] { return stop_ || !works_.empty(); });
+        if (stop_ && works_.empty()) return;
+        batch.swap(works_);
+      }
+      // Polled in order, without the lock: completing a future runs its callbacks.
+      bool progressed = false;
+      std::deque<c10::intrusive_ptr<CollectiveWork>> pending;
+      for (auto& work : batch) {
+        if (work->poll()) {
+          progressed = true;
+        } else {
+          pending.push_back(std::move(work));
+        }
+      }
+      if (!pending.empty()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        works_.insert(works_.begin(), pending.begin(), pending.end());
+      }
+      pause = progressed ? std::chrono::microseconds(10) : std::min(pause * 2, std::chrono::microseconds(500));
+      if (!pending.empty()) std::this_thread::sleep_for(pause);
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<c10::intrusive_ptr<CollectiveWork>> works_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the rest exists
 };
 
 // --- the backend --------------------------------------------------------------------------------
@@ -297,6 +388,7 @@ class CollectiveBackend : public c10d::Backend {
     // The group ran as one unit on the last collective's stream: its work stands for all.
     auto last = coalesced_.back();
     last->record_end();
+    progress_.add(last);
     coalesced_.clear();
     return last;
   }
@@ -362,16 +454,117 @@ class CollectiveBackend : public c10d::Backend {
     at::Tensor& input = single(inputs, "all_gather");
     TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(getSize()), desc().backend,
                 ": all_gather needs one list of ", getSize(), " output tensors");
-    // Gathered into one buffer, then copied out in the collective's stream order.
+    // Gathered into one buffer, then copied out on the collective's stream, before its end.
     at::Tensor flat = at::empty({getSize() * input.numel()}, input.options());
-    auto work = _allgather_base(flat, input, opts);
-    c10::impl::VirtualGuardImpl guard(kChip);
-    const auto previous = guard.exchangeStream(comm_stream(input.device().index()));
+    auto& out = outputs[0];
+    // (`flat` is recorded on the collective's stream with the inputs: it lives until that is done.)
+    return run(c10d::OpType::ALLGATHER, "all_gather", {input, flat}, out, [&](void* comm, void* stream) {
+      return api().all_gather(input.data_ptr(), flat.data_ptr(), input.numel(),
+                              dtype_code(input.scalar_type(), "all_gather"), comm, stream);
+    }, [&] {
+      for (int r = 0; r < getSize(); ++r) out[r].copy_(flat.narrow(0, r * input.numel(), input.numel()).view_as(out[r]));
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override {
+    TORCH_CHECK(outputs.size() == inputs.size(), desc().backend, ": all_gather_into_tensor_coalesced needs as many "
+                "outputs as inputs");
+    startCoalescing();
+    for (size_t i = 0; i < inputs.size(); ++i) _allgather_base(outputs[i], inputs[i], opts);
+    return endCoalescing();
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override {
+    at::Tensor& output = single(outputs, "reduce_scatter");
+    TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(getSize()), desc().backend,
+                ": reduce_scatter needs one list of ", getSize(), " input tensors");
+    // Laid out in one buffer on the caller's stream (before the collective waits for it).
+    std::vector<at::Tensor> flat_inputs;
+    for (const auto& t : inputs[0]) flat_inputs.push_back(t.reshape({-1}));
+    at::Tensor flat = at::cat(flat_inputs);
+    return _reduce_scatter_base(output, flat, opts);
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override {
+    TORCH_CHECK(outputs.size() == inputs.size(), desc().backend, ": reduce_scatter_tensor_coalesced needs as many "
+                "outputs as inputs");
+    startCoalescing();
+    for (size_t i = 0; i < inputs.size(); ++i) _reduce_scatter_base(outputs[i], inputs[i], opts);
+    return endCoalescing();
+  }
+
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override {
+    TORCH_CHECK(outputs.size() == static_cast<size_t>(getSize()) && inputs.size() == outputs.size(),
+                desc().backend, ": all_to_all needs ", getSize(), " input and output tensors");
+    std::vector<int64_t> in_splits, out_splits;
+    std::vector<at::Tensor> flat_inputs;
     for (int r = 0; r < getSize(); ++r) {
-      outputs[0][r].copy_(flat.narrow(0, r * input.numel(), input.numel()).view_as(outputs[0][r]));
+      in_splits.push_back(inputs[r].numel());
+      out_splits.push_back(outputs[r].numel());
+      flat_inputs.push_back(inputs[r].reshape({-1}));
     }
-    guard.exchangeStream(previous);
-    return work;
+    at::Tensor flat_in = at::cat(flat_inputs);
+    at::Tensor flat_out = at::empty({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})},
+                                    flat_in.options());
+    return exchange(flat_out, flat_in, out_splits, in_splits, outputs);
+  }
+
+  // Gather and scatter: sends and receives with the root, in one group (as ProcessGroupNCCL).
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override {
+    at::Tensor& input = single(inputs, "gather");
+    const int root = static_cast<int>(opts.rootRank);
+    std::vector<at::Tensor> outs = getRank() == root ? outputs.at(0) : std::vector<at::Tensor>{};
+    TORCH_CHECK(getRank() != root || outs.size() == static_cast<size_t>(getSize()), desc().backend,
+                ": gather needs ", getSize(), " output tensors on the root");
+    const int dtype = dtype_code(input.scalar_type(), "gather");
+    return run(c10d::OpType::GATHER, "gather", {input}, outs, [&](void* comm, void* stream) {
+      return grouped([&]() -> int {
+        if (getRank() != root) return api().send(input.data_ptr(), input.numel(), dtype, root, comm, stream);
+        for (int r = 0; r < getSize(); ++r) {
+          if (r == root) continue;
+          const int status = api().recv(outs[r].data_ptr(), outs[r].numel(), dtype, r, comm, stream);
+          if (status != desc().status_success) return status;
+        }
+        return desc().status_success;
+      });
+    }, [&] {
+      if (getRank() == root) outs[root].copy_(input.view_as(outs[root]));
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override {
+    at::Tensor& output = single(outputs, "scatter");
+    const int root = static_cast<int>(opts.rootRank);
+    std::vector<at::Tensor> ins = getRank() == root ? inputs.at(0) : std::vector<at::Tensor>{};
+    TORCH_CHECK(getRank() != root || ins.size() == static_cast<size_t>(getSize()), desc().backend,
+                ": scatter needs ", getSize(), " input tensors on the root");
+    const int dtype = dtype_code(output.scalar_type(), "scatter");
+    std::vector<at::Tensor> used = ins;
+    used.push_back(output);
+    return run(c10d::OpType::SCATTER, "scatter", used, {output}, [&](void* comm, void* stream) {
+      return grouped([&]() -> int {
+        if (getRank() != root) return api().recv(output.data_ptr(), output.numel(), dtype, root, comm, stream);
+        for (int r = 0; r < getSize(); ++r) {
+          if (r == root) continue;
+          const at::Tensor piece = ins[r].contiguous();
+          const int status = api().send(piece.data_ptr(), piece.numel(), dtype, r, comm, stream);
+          if (status != desc().status_success) return status;
+        }
+        return desc().status_success;
+      });
+    }, [&] {
+      if (getRank() == root) output.copy_(ins[root].view_as(output));
+    });
   }
 
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -394,28 +587,23 @@ class CollectiveBackend : public c10d::Backend {
                                                const c10d::AllToAllOptions&) override {
     check_dense(input, "all_to_all");
     check_dense(output, "all_to_all");
-    TORCH_CHECK(output_splits.empty() && input_splits.empty(), desc().backend,
-                ": all_to_all with uneven splits is not supported yet; pass equal splits");
-    TORCH_CHECK(input.numel() % getSize() == 0 && output.numel() == input.numel(), desc().backend,
-                ": all_to_all needs input and output of equal size, divisible by the ", getSize(), " ranks");
-    const size_t count = input.numel() / getSize();
-    const int dtype = dtype_code(input.scalar_type(), "all_to_all");
-    return run(c10d::OpType::ALLTOALL_BASE, "all_to_all", {input}, {output}, [&](void* comm, void* stream) {
-      if (api().all_to_all) return api().all_to_all(input.data_ptr(), output.data_ptr(), count, dtype, comm, stream);
-      // No all_to_all in the library (NCCL): a send and a receive per peer, in one group.
-      const size_t bytes = count * input.element_size();
-      int status = api().group_start();
-      for (int peer = 0; peer < getSize() && status == desc().status_success; ++peer) {
-        status = api().send(static_cast<const char*>(input.data_ptr()) + peer * bytes, count, dtype, peer, comm,
-                            stream);
-        if (status == desc().status_success) {
-          status = api().recv(static_cast<char*>(output.data_ptr()) + peer * bytes, count, dtype, peer, comm,
-                              stream);
-        }
+    // Splits count rows (the first dimension); none: equal blocks.
+    const int64_t in_row = input.dim() > 0 && input.size(0) > 0 ? input.numel() / input.size(0) : 1;
+    const int64_t out_row = output.dim() > 0 && output.size(0) > 0 ? output.numel() / output.size(0) : 1;
+    auto counts = [&](const std::vector<int64_t>& splits, const at::Tensor& t, int64_t row) {
+      std::vector<int64_t> out;
+      if (splits.empty()) {
+        TORCH_CHECK(t.numel() % getSize() == 0, desc().backend, ": all_to_all of ", t.numel(),
+                    " elements: not divisible by the ", getSize(), " ranks (pass split sizes)");
+        out.assign(getSize(), t.numel() / getSize());
+      } else {
+        TORCH_CHECK(splits.size() == static_cast<size_t>(getSize()), desc().backend, ": all_to_all needs ",
+                    getSize(), " split sizes, got ", splits.size());
+        for (int64_t s : splits) out.push_back(s * row);
       }
-      const int end = api().group_end();
-      return status == desc().status_success ? end : status;
-    });
+      return out;
+    };
+    return exchange(output, input, counts(output_splits, output, out_row), counts(input_splits, input, in_row), {});
   }
 
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int peer, int /*tag*/) override {
@@ -441,6 +629,58 @@ class CollectiveBackend : public c10d::Backend {
   }
 
  private:
+  // `calls` between the library's group_start and group_end; the first failure is returned.
+  template <typename Calls>
+  int grouped(Calls calls) {
+    const int start = api().group_start();
+    if (start != desc().status_success) return start;
+    const int status = calls();
+    const int end = api().group_end();
+    return status != desc().status_success ? status : end;
+  }
+
+  // All-to-all of element counts per peer: the library's all_to_all when the blocks are equal
+  // and it has one, else a send and a receive per peer in one group. `outputs` (optional):
+  // tensors the received blocks are copied to afterwards, on the collective's stream.
+  c10::intrusive_ptr<c10d::Work> exchange(at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& recv,
+                                          const std::vector<int64_t>& send, std::vector<at::Tensor> outputs) {
+    TORCH_CHECK(std::accumulate(send.begin(), send.end(), int64_t{0}) == input.numel() &&
+                    std::accumulate(recv.begin(), recv.end(), int64_t{0}) == output.numel(),
+                desc().backend, ": all_to_all split sizes do not add up to the tensors' sizes");
+    const int dtype = dtype_code(input.scalar_type(), "all_to_all");
+    const bool even = std::all_of(send.begin(), send.end(), [&](int64_t n) { return n == send[0]; }) &&
+                      send == recv;
+    std::vector<at::Tensor> written = outputs.empty() ? std::vector<at::Tensor>{output} : outputs;
+    written.push_back(output);
+    return run(c10d::OpType::ALLTOALL, "all_to_all", {input}, written, [&](void* comm, void* stream) {
+      if (even && api().all_to_all) {
+        return api().all_to_all(input.data_ptr(), output.data_ptr(), send[0], dtype, comm, stream);
+      }
+      return grouped([&]() -> int {
+        const auto size = input.element_size();
+        int64_t send_at = 0, recv_at = 0;
+        for (int peer = 0; peer < getSize(); ++peer) {
+          int status = api().send(static_cast<const char*>(input.data_ptr()) + send_at * size, send[peer], dtype,
+                                  peer, comm, stream);
+          if (status == desc().status_success) {
+            status = api().recv(static_cast<char*>(output.data_ptr()) + recv_at * size, recv[peer], dtype, peer,
+                                comm, stream);
+          }
+          if (status != desc().status_success) return status;
+          send_at += send[peer];
+          recv_at += recv[peer];
+        }
+        return desc().status_success;
+      });
+    }, [&] {
+      int64_t at = 0;
+      for (size_t r = 0; r < outputs.size(); ++r) {
+        outputs[r].copy_(output.narrow(0, at, recv[r]).view_as(outputs[r]));
+        at += recv[r];
+      }
+    });
+  }
+
   at::Tensor& single(std::vector<at::Tensor>& tensors, const char* op) {
     TORCH_CHECK(tensors.size() == 1, desc().backend, ": ", op, " takes one tensor per process (got ",
                 tensors.size(), ")");
@@ -495,9 +735,12 @@ class CollectiveBackend : public c10d::Backend {
     return comm;
   }
 
+  // Runs `launch` on the collective's stream, then `after` (copies out of a flat buffer) on it,
+  // then records the Work's end there.
   template <typename Launch>
   c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, const char* op, std::vector<at::Tensor> inputs,
-                                     std::vector<at::Tensor> outputs, Launch launch) {
+                                     std::vector<at::Tensor> outputs, Launch launch,
+                                     const std::function<void()>& after = nullptr) {
     const c10::DeviceIndex device = inputs[0].device().index();
     for (const auto& t : outputs) {
       TORCH_CHECK(t.device() == inputs[0].device(), desc().backend, ": ", op, ": tensors on ", inputs[0].device(),
@@ -524,11 +767,17 @@ class CollectiveBackend : public c10d::Backend {
       status = launch(comm->handle, native_stream(stream));
     }
     if (status != desc().status_success) fail(status, getRank(), std::string(op) + " #" + std::to_string(sequence));
+    if (after) {
+      const auto previous = guard.exchangeStream(stream);
+      after();
+      guard.exchangeStream(previous);
+    }
     auto work = c10::make_intrusive<CollectiveWork>(comm, type, op, sequence, stream, std::move(outputs), timeout_);
     if (coalescing_) {
       coalesced_.push_back(work);
     } else {
       work->record_end();
+      progress_.add(work);
     }
     return work;
   }
@@ -542,6 +791,7 @@ class CollectiveBackend : public c10d::Backend {
   uint64_t sequence_ = 0;
   bool coalescing_ = false;
   std::vector<c10::intrusive_ptr<CollectiveWork>> coalesced_;
+  ProgressThread progress_;  // last: stopped (joined) first
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include <ATen/ScalarOps.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch_fl/caching_allocator.h>
+#include <torch_fl/collectives.h>
 #include <torch_fl/driver.h>
 #include <torch_fl/fallback.h>
 #include <torch_fl/rng.h>
@@ -12,6 +13,9 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <pybind11/chrono.h>
 
 namespace py = pybind11;
 
@@ -138,6 +142,13 @@ void bind_backend(py::module_& m) {
   });
   m.def("_built_driver_version", [] { return Driver::instance().description().built_version; });
 
+  m.def("_has_collective_library", [] { return collectives_configured(); });
+  m.def(
+      "_create_collective_backend",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
+        return create_collective_backend(store, rank, size, timeout);
+      },
+      "The chip's torch.distributed backend over its collective library (distributed.library)");
   m.def("device_count", [] { return static_cast<int>(device_count()); });
   m.def("current_device", [] { return static_cast<int>(current_device()); });
   m.def("set_device", [](int device) {
