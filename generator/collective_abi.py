@@ -14,8 +14,9 @@ REQUIRED_COLLECTIVE_HOOKS = (
     "error_string", "all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter",
     "send", "recv", "group_start", "group_end",
 )
-# Hooks a library may lack: all_to_all is then sends and receives in one group (NCCL has none).
-OPTIONAL_COLLECTIVE_HOOKS = ("all_to_all",)
+# Hooks a library may lack: all_to_all is then sends and receives in one group (NCCL has none);
+# without get_last_error, errors carry the status text only.
+OPTIONAL_COLLECTIVE_HOOKS = ("all_to_all", "get_last_error")
 COLLECTIVE_HOOKS = REQUIRED_COLLECTIVE_HOOKS + OPTIONAL_COLLECTIVE_HOOKS
 
 # What a library call's reduction may be, as torch.distributed.ReduceOp names them.
@@ -46,6 +47,7 @@ COLLECTIVE_SIGNATURES: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
     "group_start":          ("int", ()),
     "group_end":            ("int", ()),
     "all_to_all":           ("int", (*_BUFFERS, ("size_t", "count"), ("int", "datatype"), *_TAIL)),
+    "get_last_error":       ("const char*", (("void*", "comm"),)),
 }
 
 # What a hook does, beyond its signature: docs/spec.md's hook table and the schema's descriptions.
@@ -69,6 +71,8 @@ COLLECTIVE_HOOK_NOTES: dict[str, str] = {
     "group_end": "enqueues the group's calls",
     "all_to_all": "optional: count elements to and from each peer (sendbuff and recvbuff hold nranks * "
                   "count); without it the backend sends and receives in one group",
+    "get_last_error": "optional: the detail of the communicator's last failure (which peer, which op), as "
+                      "ncclGetLastError; never NULL",
 }
 
 assert set(COLLECTIVE_SIGNATURES) == set(COLLECTIVE_HOOKS) == set(COLLECTIVE_HOOK_NOTES)

@@ -90,7 +90,8 @@ void ensure_loaded() {
     for (void* handle : handles) {
       if ((symbol = ::dlsym(handle, binding.symbol))) break;
     }
-    const bool optional = std::string(binding.hook) == "all_to_all";
+    const std::string hook = binding.hook;
+    const bool optional = hook == "all_to_all" || hook == "get_last_error";
     if (!symbol && !optional) {
       failed(std::string("hook '") + binding.hook + "': symbol '" + binding.symbol + "' not found");
     }
@@ -104,11 +105,14 @@ std::string error_text(int status) {
   return text ? text : "unknown error";
 }
 
-// A library call failed: the error names the backend, the rank, the op and the library's text.
-[[noreturn]] void fail(int status, int rank, const std::string& what) {
+// A library call failed: the error names the backend, the rank, the op and the library's text
+// (with its detail of the communicator's failure, where it has get_last_error).
+[[noreturn]] void fail(int status, int rank, const std::string& what, void* comm = nullptr) {
   std::ostringstream message;
   message << desc().backend << " rank " << rank << ": " << what << " failed: error " << status << " ("
           << error_text(status) << ")";
+  const char* detail = api().get_last_error ? api().get_last_error(comm) : nullptr;
+  if (detail && *detail) message << ": " << detail;
   if (status == desc().status_remote_error) message << "; another rank failed or exited";
   if (status == desc().status_timeout) message << "; a peer did not join in time";
   C10_THROW_ERROR(DistBackendError, message.str());
@@ -255,7 +259,7 @@ class CollectiveWork : public c10d::Work {
     const int status = comm_->async_error();
     if (status == desc().status_success || status == desc().status_in_progress) return;
     try {
-      fail(status, comm_->rank, op_ + " #" + std::to_string(sequence_));
+      fail(status, comm_->rank, op_ + " #" + std::to_string(sequence_), comm_->handle);
     } catch (...) {
       set_exception(std::current_exception());
     }
@@ -706,15 +710,16 @@ class CollectiveBackend : public c10d::Backend {
     return it->second;
   }
 
-  // The device's communicator, made at its first collective: rank 0 asks the library for an
-  // id and the store carries it to the others.
+  // The device's communicator, made at the group's first collective there: rank 0 asks the
+  // library for an id and the store (the group's own prefix) carries it to the others.
   std::shared_ptr<Communicator> communicator(c10::DeviceIndex device) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = comms_.find(device);
     if (it != comms_.end()) return it->second;
     std::vector<uint8_t> id(desc().unique_id_bytes);
-    const std::string key = "torch_fl/" + desc().backend + "/comm/" + std::to_string(device) + "/" +
-                            std::to_string(comm_count_++);
+    // Keyed by the group's count of communicators, not the device: ranks of one group may
+    // sit on different device indices (npu:0 in one process, npu:1 in the next).
+    const std::string key = "torch_fl/" + desc().backend + "/comm/" + std::to_string(comm_count_++);
     if (getRank() == 0) {
       check(api().get_unique_id(id.data()), "get_unique_id");
       store_->set(key, id);
@@ -766,7 +771,9 @@ class CollectiveBackend : public c10d::Backend {
       DeviceScope scope(device);
       status = launch(comm->handle, native_stream(stream));
     }
-    if (status != desc().status_success) fail(status, getRank(), std::string(op) + " #" + std::to_string(sequence));
+    if (status != desc().status_success) {
+      fail(status, getRank(), std::string(op) + " #" + std::to_string(sequence), comm->handle);
+    }
     if (after) {
       const auto previous = guard.exchangeStream(stream);
       after();

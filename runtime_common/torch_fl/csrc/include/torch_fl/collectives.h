@@ -44,6 +44,8 @@ struct CollectiveApi {
   // Optional (NCCL has none): without it, all_to_all is sends and receives in one group.
   int (*all_to_all)(const void* sendbuff, void* recvbuff, size_t count, int datatype, void* comm,
                     void* stream) = nullptr;
+  // Optional: the detail of a communicator's last failure (ncclGetLastError).
+  const char* (*get_last_error)(void* comm) = nullptr;
 };
 
 // What the spec says about the library, baked into the generated backend.

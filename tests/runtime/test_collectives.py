@@ -1,0 +1,64 @@
+"""The npu chip's torch.distributed backend on its collective library (libsimnpu_ccl, the spec's
+distributed.library) with torchrun: every collective and dtype, FSDP2 with a distributed
+checkpoint, a rank that dies mid-collective. DDP is tests/runtime/test_distributed.py's."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from e2e_helpers import ROOT, free_port
+
+WORKER = ROOT / "tests" / "runtime" / "collectives_worker.py"
+
+pytestmark = pytest.mark.usefixtures("npu_backend")
+
+
+def torchrun(mode: str, ranks: int, out, timeout: int = 300, **env) -> subprocess.CompletedProcess:
+    out.mkdir(parents=True, exist_ok=True)
+    full_env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **env)
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}",
+                           "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(WORKER), mode, str(out)],
+                          cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def results(out, ranks: int) -> list[dict]:
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(ranks)]
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_every_collective_and_dtype_on_the_library(tmp_path, ranks):
+    proc = torchrun("collectives", ranks, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for r in results(tmp_path, ranks):
+        assert r["backend"] == "npuccl"                # the script asked for nccl
+        assert r["failures"] == [], r["failures"][:10]
+        assert r["checked"] >= 150                      # 12 dtypes x every collective
+
+
+def test_fsdp2_trains_and_a_distributed_checkpoint_round_trips(tmp_path):
+    proc = torchrun("fsdp", 2, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ranks = results(tmp_path, 2)
+    for r in ranks:
+        assert r["losses"][-1] < 0.5 * r["losses"][0], r["losses"]   # it trained
+        assert r["restored"]                                           # load brought back what was saved
+        assert r["shard_devices"] == ["npu:0"] or r["shard_devices"] == [f"npu:{r['rank']}"]
+    assert ranks[0]["params"] == ranks[1]["params"]                    # one model, sharded
+
+
+def test_a_rank_dying_mid_collective_gives_the_others_a_clear_error(tmp_path):
+    """rank 1's process exits inside its third collective: the others get an error naming the
+    rank, well within the group's timeout, never a hang."""
+    proc = torchrun("fault", 2, tmp_path, timeout=120, SIMCCL_FAULTS="rank=1,die_after=2", TEST_TIMEOUT_S="60")
+    assert proc.returncode != 0                                         # torchrun saw rank 1 die
+    survivor = json.loads((tmp_path / "rank0.json").read_text())
+    assert survivor["error"] is not None, "rank 0 finished its collectives although rank 1 died"
+    assert survivor["error"]["type"] == "DistBackendError", survivor["error"]
+    message = survivor["error"]["message"]
+    assert "npuccl rank 0: all_reduce" in message and "rank 1" in message and "exited" in message, message
+    assert survivor["seconds"] < 30
+    assert not (tmp_path / "rank1.json").exists()
