@@ -10,7 +10,8 @@ tensors on the chip, two ways in the same run:
 
 Per size and path: warm-up, then `--iters` iterations, each one started together on every rank
 (a host barrier), timed from the call to the device drained after the wait; an iteration's time
-is the slowest rank's, the figure the median of the iterations. The result is checked (the sum of
+is the slowest rank's, the figure the median of the iterations. Staging's three steps (to host,
+gloo, back to the device) are also timed one by one, in a loop of their own. The result is checked (the sum of
 every rank's values) after the first and the last iteration, so a fast wrong path cannot win.
 Bus bandwidth = bytes * 2 * (n - 1) / n / time, as nccl-tests define it.
 
@@ -116,6 +117,24 @@ def _worker(rank: int, world: int, port: int, chip: str, sizes: list, warmup: in
                                              f"{bad.numel()} of {got.numel()} elements wrong "
                                              f"(e.g. {bad[0].item()}, expected {expected})")
             results.setdefault(nbytes, {})[name] = slowest(times)
+        # where staging's time goes: its three steps timed one by one (the slowest rank's, per step)
+        phases = {"to_host": [], "gloo": [], "to_device": []}
+        for i in range(warmup + iters):
+            t.fill_(rank + 1)
+            _common.synchronize(chip)
+            barrier()
+            marks = [time.perf_counter()]
+            h = t.to("cpu")
+            marks.append(time.perf_counter())
+            host.allreduce([h], dist.AllreduceOptions()).wait()
+            marks.append(time.perf_counter())
+            t.copy_(h)
+            _common.synchronize(chip)
+            marks.append(time.perf_counter())
+            if i >= warmup:
+                for k, (a, b) in zip(phases, zip(marks, marks[1:])):
+                    phases[k].append(b - a)
+        results[nbytes]["staging_steps"] = {k: slowest(v) for k, v in phases.items()}
         del t
     barrier()
     if rank == 0:
@@ -158,6 +177,7 @@ def main(argv=None):
             v[path] = {"median_s": med, "min_s": min(times[path]), "max_s": max(times[path]),
                        "busbw_GBps": bus_bandwidth_GBps(nbytes, args.ranks, med)}
         v["ratio"] = v["library"]["busbw_GBps"] / v["staging"]["busbw_GBps"]
+        v["staging_steps_median_s"] = {k: _common.median(t) for k, t in times["staging_steps"].items()}
         results[label(nbytes)] = v
         rows.append([label(nbytes), v["library"]["median_s"] * 1e3, v["library"]["busbw_GBps"],
                      v["staging"]["median_s"] * 1e3, v["staging"]["busbw_GBps"], v["ratio"]])

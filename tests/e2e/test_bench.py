@@ -63,6 +63,7 @@ def test_collectives_compare_the_library_with_gloo_staging(npu_backend, tmp_path
             assert v[path]["median_s"] > 0
             assert abs(v[path]["busbw_GBps"] - v["bytes"] * 2 * (2 - 1) / 2 / v[path]["median_s"] / 1e9) < 1e-9
         assert v["ratio"] == v["library"]["busbw_GBps"] / v["staging"]["busbw_GBps"]
+        assert set(v["staging_steps_median_s"]) == {"to_host", "gloo", "to_device"}
     assert "staging GB/s" in proc.stdout  # the human table
 
 
