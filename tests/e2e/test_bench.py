@@ -21,7 +21,8 @@ def test_benchmarks_doc_is_generated_from_the_results():
     assert proc.returncode == 0, proc.stderr
     text = (ROOT / "docs" / "benchmarks.md").read_text()
     for section in ("ResNet-50 training step", "Per-op host overhead", "Triton fallback kernels",
-                    "Caching allocator", "`torchfl-gen build` times", "Where the time goes"):
+                    "Caching allocator", "`torchfl-gen build` times", "Where the time goes",
+                    "all_reduce bus bandwidth: collective library vs gloo staging (npu)"):
         assert section in text
 
 
@@ -46,6 +47,25 @@ def test_allocator_compares_the_cache_with_raw_driver_allocation(npu_backend, tm
     assert set(record["results"]) == {"1 KiB", "1 MiB", "64 MiB"}
     for v in record["results"].values():
         assert v["raw_pairs_per_s"] > 0 and v["chip_pairs_per_s"] > 0
+
+
+def test_collectives_compare_the_library_with_gloo_staging(npu_backend, tmp_path):
+    out = tmp_path / "collectives.json"
+    proc = bench("bench/collectives.py", "--chip", "npu", "--ranks", "2", "--sizes", "4K", "64K",
+                 "--warmup", "1", "--iters", "2", "--out", str(out), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    record = last_json_line(proc.stdout)
+    assert record == json.loads(out.read_text())
+    assert (record["backend"], record["ranks"]) == ("npuccl", 2)
+    assert set(record["results"]) == {"4 KiB", "64 KiB"}
+    for size, v in record["results"].items():
+        assert v["bytes"] == {"4 KiB": 4096, "64 KiB": 65536}[size]
+        for path in ("library", "staging"):   # bus bandwidth as nccl-tests define it
+            assert v[path]["median_s"] > 0
+            assert abs(v[path]["busbw_GBps"] - v["bytes"] * 2 * (2 - 1) / 2 / v[path]["median_s"] / 1e9) < 1e-9
+        assert v["ratio"] == v["library"]["busbw_GBps"] / v["staging"]["busbw_GBps"]
+        assert set(v["staging_steps_median_s"]) == {"to_host", "gloo", "to_device"}
+    assert "staging GB/s" in proc.stdout  # the human table
 
 
 def test_gpu_benchmarks_refuse_clearly_without_the_chip():
