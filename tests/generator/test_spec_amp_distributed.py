@@ -101,8 +101,53 @@ def test_amp_op_list_must_be_a_list_of_op_names(tmp_path):
 
 def test_distributed_section_in_the_model():
     d = load_spec(NPU).distributed
-    assert (d.backend, d.replaces, d.init_method, d.staging) == ("npuccl", ("nccl",), "tcp", "gloo")
+    assert (d.backend, d.replaces, d.init_method) == ("npuccl", ("nccl",), "tcp")
     assert "is_high_priority_stream" in d.unsupported_options
+    lib = d.library
+    assert lib.libraries == ("libsimnpu_ccl.so",) and lib.unique_id_bytes == 128
+    assert (lib.status.success, lib.status.in_progress, lib.status.remote_error, lib.status.timeout) == (0, 7, 6, 8)
+    assert dict(lib.dtypes)["float32"] == 7 and dict(lib.dtypes)["bfloat16"] == 9
+    assert lib.reduce_ops == (("sum", 0), ("prod", 1), ("max", 2), ("min", 3), ("avg", 4))
+    assert lib.symbol("all_reduce") == "simcclAllReduce" and lib.symbol("get_last_error") == "simcclGetLastError"
+
+
+def test_the_collective_library_generates_its_bindings(tmp_path):
+    files = render(load_spec(NPU), tmp_path / "generated" / "npu")
+    cpp = files["csrc/collectives.cpp"]
+    assert "char internal[128];" in cpp                      # the id struct, passed by value
+    assert '{"all_reduce", "simcclAllReduce", reinterpret_cast<void**>(&api.all_reduce)},' in cpp
+    assert '{"comm_init_rank", "simcclCommInitRank", &comm_init_rank_symbol},' in cpp
+    assert "d.dtypes.emplace_back(c10::ScalarType::BFloat16, 9);" in cpp
+    assert "DIST_LIBRARY = ('libsimnpu_ccl.so',)" in files["torch_fl_npu/spec.py"]
+    assert "DIST_STAGING = ''" in files["torch_fl_npu/spec.py"]
+    # a chip without a library: no bindings, gloo staging
+    staged = load_spec(write(tmp_path, NPU_TEXT[:NPU_TEXT.index("  library:")] + "  staging: gloo\n"))
+    staged_files = render(staged, tmp_path / "generated" / "npu2")
+    assert "csrc/collectives.cpp" not in staged_files
+    assert "DIST_STAGING = 'gloo'" in staged_files["torch_fl_npu/spec.py"]
+
+
+def test_gloo_staging_beside_a_library_is_refused(tmp_path):
+    text = edit(("  init_method: tcp\n  library:", "  init_method: tcp\n  staging: gloo\n  library:"))
+    line, col = _at(text, "staging: gloo")
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{line}:{col + len('staging: ')}: distributed.staging: 'staging' applies to a chip without a "
+        "collective library; this spec names one (distributed.library)"]
+
+
+def test_a_library_dtype_the_chip_lacks_is_refused(tmp_path):
+    text = edit(("dtypes: [float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool, complex64, "
+                 "complex128]", "dtypes: [float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool, "
+                 "complex64]"))
+    errors = errors_of(tmp_path, text)
+    assert len(errors) == 1 and "distributed.library.dtypes.complex128: the library's dtype 'complex128' is not " \
+        "one of the chip's dtypes" in errors[0], errors
+
+
+def test_a_library_without_a_required_hook_is_refused(tmp_path):
+    text = edit(("      group_end: simcclGroupEnd\n", ""))
+    errors = errors_of(tmp_path, text)
+    assert len(errors) == 1 and "distributed.library.hooks: missing required key 'group_end'" in errors[0], errors
 
 
 def test_distributed_backend_may_not_be_torchs_own(tmp_path):
@@ -130,7 +175,7 @@ def test_distributed_needs_a_backend(tmp_path):
 
 
 def test_spec_without_distributed_generates_no_backend(tmp_path):
-    start = NPU_TEXT.index("# The simulated NPU has no collective")
+    start = NPU_TEXT.index("# The simulated NPU's collective library")
     spec = load_spec(write(tmp_path, NPU_TEXT[:start]))
     assert spec.distributed is None
     text = render(spec, tmp_path / "generated" / "npu")["torch_fl_npu/spec.py"]
