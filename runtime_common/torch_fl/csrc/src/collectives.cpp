@@ -128,11 +128,20 @@ int dtype_code(c10::ScalarType dtype, const char* op) {
               "has no ", c10::toString(dtype), " type (distributed.library.dtypes lists", listed.str(), ")");
 }
 
-int reduce_code(const c10d::ReduceOp& reduce, const char* op) {
+// The library's code for `reduce` on `dtype`. Bool tensors reduce as torch defines it for every
+// backend: sum is "any", product is "all" (ProcessGroupNCCL asks max and min of the library,
+// which moves bool as bytes: a byte sum of two trues would be 2, not a bool).
+int reduce_code(const c10d::ReduceOp& reduce, c10::ScalarType dtype, const char* op) {
   static const std::map<c10d::ReduceOp::RedOpType, std::string> names = {
       {c10d::ReduceOp::SUM, "sum"}, {c10d::ReduceOp::PRODUCT, "prod"}, {c10d::ReduceOp::MAX, "max"},
       {c10d::ReduceOp::MIN, "min"}, {c10d::ReduceOp::AVG, "avg"}};
-  const auto name = names.find(reduce.op_);
+  auto kind = reduce.op_;
+  if (dtype == c10::ScalarType::Bool) {
+    TORCH_CHECK(kind != c10d::ReduceOp::AVG, desc().backend, ": ", op, ": ReduceOp.AVG of bool tensors");
+    if (kind == c10d::ReduceOp::SUM) kind = c10d::ReduceOp::MAX;
+    if (kind == c10d::ReduceOp::PRODUCT) kind = c10d::ReduceOp::MIN;
+  }
+  const auto name = names.find(kind);
   if (name != names.end()) {
     for (const auto& [listed, code] : desc().reduce_ops) {
       if (listed == name->second) return code;
@@ -400,7 +409,7 @@ class CollectiveBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
     at::Tensor& t = single(tensors, "all_reduce");
-    const int op = reduce_code(opts.reduceOp, "all_reduce");
+    const int op = reduce_code(opts.reduceOp, t.scalar_type(), "all_reduce");
     return run(c10d::OpType::ALLREDUCE, "all_reduce", {t}, {t}, [&](void* comm, void* stream) {
       return api().all_reduce(t.data_ptr(), t.data_ptr(), t.numel(), dtype_code(t.scalar_type(), "all_reduce"), op,
                               comm, stream);
@@ -432,7 +441,7 @@ class CollectiveBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
                                         const c10d::ReduceOptions& opts) override {
     at::Tensor& t = single(tensors, "reduce");
-    const int op = reduce_code(opts.reduceOp, "reduce");
+    const int op = reduce_code(opts.reduceOp, t.scalar_type(), "reduce");
     const int root = static_cast<int>(opts.rootRank);
     return run(c10d::OpType::REDUCE, "reduce", {t}, {t}, [&](void* comm, void* stream) {
       return api().reduce(t.data_ptr(), t.data_ptr(), t.numel(), dtype_code(t.scalar_type(), "reduce"), op, root,
@@ -577,7 +586,7 @@ class CollectiveBackend : public c10d::Backend {
     check_dense(output, "reduce_scatter");
     TORCH_CHECK(input.numel() == output.numel() * getSize(), desc().backend, ": reduce_scatter: the input holds ",
                 input.numel(), " elements, expected ", getSize(), " x ", output.numel());
-    const int op = reduce_code(opts.reduceOp, "reduce_scatter");
+    const int op = reduce_code(opts.reduceOp, input.scalar_type(), "reduce_scatter");
     return run(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter", {input}, {output},
                [&](void* comm, void* stream) {
                  return api().reduce_scatter(input.data_ptr(), output.data_ptr(), output.numel(),
