@@ -48,13 +48,15 @@ def spec_errors(tmp_path: Path, content: str | bytes) -> SpecErrors:
     return ei.value
 
 
-def line_of(text: str, needle: str, *, whole: bool = False) -> int:
-    """The 1-based number of the one line of `text` that contains `needle` (is it, with `whole`).
+def line_of(text: str, needle: str, *, whole: bool = False, exact: bool = False) -> int:
+    """The 1-based number of the one line of `text` that contains `needle` (is it, stripped, with
+    `whole`; is it, indentation included, with `exact`: `  hooks:` is the driver's, not the
+    collective library's `    hooks:`).
 
     Expected error locations are computed from the spec text, so editing specs/npu.yaml
     does not shift every test's line numbers.
     """
     hits = [number for number, line in enumerate(text.splitlines(), 1)
-            if (line.strip() == needle.strip() if whole else needle in line)]
+            if (line == needle if exact else line.strip() == needle.strip() if whole else needle in line)]
     assert len(hits) == 1, f"{needle!r} is on lines {hits} of the spec, not on exactly one"
     return hits[0]

@@ -10,7 +10,8 @@ TORCH_DIST_BACKENDS = frozenset({"undefined", "gloo", "nccl", "mpi", "ucc", "xcc
 
 def errors(doc: YamlDocument, data: dict) -> list[SpecError]:
     """The chip's backend has a name of its own, not one torch.distributed already registers; a
-    collective library excludes gloo staging and moves only dtypes the chip has."""
+    collective library excludes gloo staging. (The library's dtype table may name dtypes the
+    chip lacks: it describes the library, and a chip's tensors never have them.)"""
     out: list[SpecError] = []
     dist = data.get("distributed")
     if isinstance(dist, dict):
@@ -25,12 +26,4 @@ def errors(doc: YamlDocument, data: dict) -> list[SpecError]:
                 out.append(doc.error(("distributed", "staging"), "'staging' applies to a chip without a collective "
                                      "library; this spec names one (distributed.library)",
                                      hint="remove 'staging': the library runs the collectives"))
-            chip_dtypes = data.get("dtypes")
-            lib_dtypes = library.get("dtypes")
-            if isinstance(chip_dtypes, list) and isinstance(lib_dtypes, dict):
-                for name in lib_dtypes:
-                    if isinstance(name, str) and name not in chip_dtypes:
-                        out.append(doc.error(("distributed", "library", "dtypes", name), f"the library's dtype "
-                                             f"'{name}' is not one of the chip's dtypes",
-                                             hint="list only dtypes the chip has (`dtypes:`)"))
     return out

@@ -135,15 +135,6 @@ def test_gloo_staging_beside_a_library_is_refused(tmp_path):
         "collective library; this spec names one (distributed.library)"]
 
 
-def test_a_library_dtype_the_chip_lacks_is_refused(tmp_path):
-    text = edit(("dtypes: [float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool, complex64, "
-                 "complex128]", "dtypes: [float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool, "
-                 "complex64]"))
-    errors = errors_of(tmp_path, text)
-    assert len(errors) == 1 and "distributed.library.dtypes.complex128: the library's dtype 'complex128' is not " \
-        "one of the chip's dtypes" in errors[0], errors
-
-
 def test_a_library_without_a_required_hook_is_refused(tmp_path):
     text = edit(("      group_end: simcclGroupEnd\n", ""))
     errors = errors_of(tmp_path, text)

@@ -22,7 +22,7 @@ def test_error_str_format():
 
 
 def test_misspelled_key(tmp_path):
-    text = edit(("  hooks:\n", "  hoks:\n"))
+    text = edit(("\n  hooks:\n", "\n  hoks:\n"))
     errs = spec_errors(tmp_path, text)
     assert [str(e) for e in errs] == [f"{F}:{line_of(text, '  hoks:')}:3: driver: unknown key 'hoks' (did you mean 'hooks'?)"]
     assert "hooks" in errs.errors[0].hint
@@ -56,7 +56,7 @@ def test_wrong_type_integer(tmp_path):
 def test_missing_required_hook(tmp_path):
     text = edit(("    malloc: simnpuMalloc\n", ""))
     assert errors_of(tmp_path, text) == [
-        f"{F}:{line_of(text, '  hooks:')}:3: driver.hooks: missing required key 'malloc'"]
+        f"{F}:{line_of(text, '  hooks:', exact=True)}:3: driver.hooks: missing required key 'malloc'"]
 
 
 def test_missing_required_top_level(tmp_path):
@@ -100,9 +100,11 @@ def test_yaml_syntax_error(tmp_path):
 
 def test_yaml_unclosed_flow(tmp_path):
     # the spec's last line: the flow sequence runs into the end of the file
-    assert errors_of(tmp_path, edit(("  staging: gloo", "  staging: [gloo"))) == [
+    last = NPU_TEXT.splitlines()[-1]
+    key, _, value = last.partition(": ")
+    assert errors_of(tmp_path, edit((last, f"{key}: [{value}"))) == [
         f"{F}:{len(NPU_TEXT.splitlines()) + 1}:1: <document>: YAML syntax error: expected ',' or ']', but got '<stream end>' "
-        f"(while parsing a flow sequence at line {line_of(NPU_TEXT, '  staging: gloo')}, column 12)"]
+        f"(while parsing a flow sequence at line {line_of(NPU_TEXT, last)}, column {len(key) + 3})"]
 
 
 def test_composite_implicit_op(tmp_path):
@@ -220,7 +222,7 @@ def test_located_messages(tmp_path, old, new, expected):
 
 def test_multiple_errors_collected_in_order(tmp_path):
     text = edit(("  name: npu", "  name: cuda"),
-                ("  hooks:\n", "  hoks:\n"),
+                ("\n  hooks:\n", "\n  hoks:\n"),
                 ("    success: 0", "    success: zero"),
                 ("  add.Tensor: {kernel: add}", "  add.Tensr: {kernel: add}"),
                 ("  relu_: {kernel: relu_}", "  relu_: {require: vendor}"),
@@ -229,7 +231,7 @@ def test_multiple_errors_collected_in_order(tmp_path):
     assert errors_of(tmp_path, text) == [
         f"{F}:{line_of(NPU_TEXT, '  name: npu')}:9: chip.name: 'cuda' is a built-in torch device type",
         f"{F}:{line_of(NPU_TEXT, '    success: 0')}:14: driver.status.success: expected an integer, got a string ('zero')",
-        f"{F}:{line_of(NPU_TEXT, '  hooks:')}:3: driver: unknown key 'hoks' (did you mean 'hooks'?)",
+        f"{F}:{line_of(NPU_TEXT, '  hooks:', exact=True)}:3: driver: unknown key 'hoks' (did you mean 'hooks'?)",
         f"{F}:{line_of(NPU_TEXT, '  add.Tensor: {kernel: add}')}:3: ops: unknown aten op 'add.Tensr' (did you mean 'add.Tensor'?)",
         f"{F}:{line_of(NPU_TEXT, '  relu_: {kernel: relu_}')}:11: ops.relu_.require: 'require: vendor' needs a 'kernel'",
         f"{F}:{line_of(NPU_TEXT, '  default: [triton, cpu]')}:13: fallback.default[0]: invalid value 'gpu' (did you mean 'cpu'? expected one of: triton, cpu)",
