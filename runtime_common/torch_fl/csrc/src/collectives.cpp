@@ -48,16 +48,6 @@ Library& library() {
 const CollectiveDescription& desc() { return library().description; }
 const CollectiveApi& api() { return library().api; }
 
-// Folders tried for the library: the driver's (its home_env folder, else its search paths),
-// then the loader's own path. A vendor ships its collective library beside its driver.
-std::vector<std::string> library_folders() {
-  const auto& driver = Driver::instance().description();
-  if (!driver.home_env.empty()) {
-    if (const char* home = std::getenv(driver.home_env.c_str()); home && *home) return {home};
-  }
-  return driver.search_paths;
-}
-
 void ensure_loaded() {
   Library& lib = library();
   std::lock_guard<std::mutex> lock(lib.mutex);
@@ -68,20 +58,16 @@ void ensure_loaded() {
     lib.load_error = lib.description.backend + ": cannot load the collective library: " + why;
     TORCH_CHECK(false, lib.load_error);
   };
+  // Searched where the chip's driver is: a vendor ships its collective library beside it.
+  const std::vector<std::string> folders = Driver::instance().library_folders();
   std::vector<void*> handles;
   for (const auto& name : lib.description.libraries) {
-    void* handle = nullptr;
-    std::string tried;
-    for (const auto& folder : library_folders()) {
-      const std::string path = folder + "/" + name;
-      handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-      if (handle) break;
-      tried += path + ", ";
-    }
-    if (!handle) handle = ::dlopen(name.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    void* handle = open_library(name, folders, nullptr);
     if (!handle) {
       const char* why = ::dlerror();
-      failed("'" + name + "': " + (why ? why : "not found") + " (searched " + tried + "and the loader path)");
+      std::string searched;
+      for (const auto& folder : folders) searched += folder + ", ";
+      failed("'" + name + "': " + (why ? why : "not found") + " (searched " + searched + "and the loader path)");
     }
     handles.push_back(handle);
   }

@@ -63,6 +63,30 @@ void Driver::raise_bad_fork() const {
               "(multiprocessing.set_start_method('spawn'), DataLoader(multiprocessing_context='spawn'))");
 }
 
+std::vector<std::string> Driver::library_folders() const {
+  std::vector<std::string> folders;
+  if (!description_.home_env.empty()) {
+    if (const char* home = std::getenv(description_.home_env.c_str()); home && *home) {
+      folders.push_back(std::string(home) + "/lib");
+      folders.push_back(home);
+    }
+  }
+  folders.insert(folders.end(), description_.search_paths.begin(), description_.search_paths.end());
+  return folders;
+}
+
+void* open_library(const std::string& library, const std::vector<std::string>& folders, std::string* opened) {
+  std::string target = library;  // not in the folders: the dynamic loader searches (LD_LIBRARY_PATH, ldconfig)
+  for (const auto& folder : folders) {
+    if (file_exists(folder + "/" + library)) {
+      target = folder + "/" + library;
+      break;
+    }
+  }
+  if (opened) *opened = target;
+  return ::dlopen(target.c_str(), RTLD_NOW | RTLD_GLOBAL);
+}
+
 void Driver::ensure_loaded() {
   if (C10_UNLIKELY(forked_)) raise_bad_fork();
   if (loaded_) return;
@@ -78,26 +102,10 @@ void Driver::ensure_loaded() {
     TORCH_CHECK(false, load_error_);
   };
 
-  std::vector<std::string> folders;
-  if (!description.home_env.empty()) {
-    if (const char* home = std::getenv(description.home_env.c_str()); home && *home) {
-      folders.push_back(std::string(home) + "/lib");
-      folders.push_back(home);
-    }
-  }
-  folders.insert(folders.end(), description.search_paths.begin(), description.search_paths.end());
-
+  const std::vector<std::string> folders = library_folders();
   for (const auto& library : description.libraries) {
-    std::string chosen;
-    for (const auto& folder : folders) {
-      if (file_exists(folder + "/" + library)) {
-        chosen = folder + "/" + library;
-        break;
-      }
-    }
-    // Not in the spec's folders: let the dynamic loader search (LD_LIBRARY_PATH, ldconfig).
-    const std::string target = chosen.empty() ? library : chosen;
-    void* handle = ::dlopen(target.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    std::string target;
+    void* handle = open_library(library, folders, &target);
     if (!handle) {
       const char* why = ::dlerror();
       failed("cannot load driver library '" + library + "': " + (why ? why : "unknown dlopen error") +

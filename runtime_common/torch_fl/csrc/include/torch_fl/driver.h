@@ -106,6 +106,9 @@ class Driver {
   const DriverDescription& description() const { return description_; }
   DriverApi& mutable_api() { return api_; }
   const std::vector<std::string>& loaded_library_paths() const { return library_paths_; }
+  // Where the chip's libraries are looked for: <home_env>/lib and <home_env> when it is set,
+  // then the spec's search paths (the collective library is searched there too).
+  std::vector<std::string> library_folders() const;
   int runtime_version_code() const { return runtime_version_code_; }
 
   // Status helpers.
@@ -129,6 +132,10 @@ class Driver {
 };
 
 inline const DriverApi& driver() { return Driver::instance().api(); }
+
+// dlopen of `library` from the first of `folders` holding it, else through the dynamic loader's
+// own search; `opened` (optional) gets the path tried. Null on failure (dlerror() says why).
+void* open_library(const std::string& library, const std::vector<std::string>& folders, std::string* opened);
 
 // The faults torch_fl names in Python (torch_fl.errors): a failure the driver reports with a
 // status the spec declares, or one the runtime detects itself (a wait past its timeout).
