@@ -13,7 +13,8 @@ Per size and path: warm-up, then `--iters` iterations, each one started together
 is the slowest rank's, the figure the median of the iterations. Staging's three steps (to host,
 gloo, back to the device) are also timed one by one, in a loop of their own. The result is checked (the sum of
 every rank's values) after the first and the last iteration, so a fast wrong path cannot win.
-Bus bandwidth = bytes * 2 * (n - 1) / n / time, as nccl-tests define it.
+Bus bandwidth = bytes * 2 * (n - 1) / n / time, as nccl-tests define it; with one rank (the
+H200 lends one GPU) the algorithm bandwidth, bytes / time.
 
   python bench/collectives.py --chip npu --ranks 2 --out bench/results/cpu-host/collectives.json
 """
@@ -53,6 +54,10 @@ def label(n: int) -> str:
 
 
 def bus_bandwidth_GBps(nbytes: int, ranks: int, seconds: float) -> float:
+    """nccl-tests' bus bandwidth; with one rank (nothing crosses a link) its algorithm bandwidth,
+    bytes / time, which still compares the two paths' costs on one device."""
+    if ranks == 1:
+        return nbytes / seconds / 1e9
     return nbytes * 2 * (ranks - 1) / ranks / seconds / 1e9
 
 
@@ -145,14 +150,14 @@ def _worker(rank: int, world: int, port: int, chip: str, sizes: list, warmup: in
 def main(argv=None):
     p = _common.parser(__doc__)
     p.add_argument("--chip", default="npu")
-    p.add_argument("--ranks", type=int, default=2, help="processes (2 or 4)")
+    p.add_argument("--ranks", type=int, default=2, help="processes (1 for a one-GPU machine, 2, 4)")
     p.add_argument("--sizes", nargs="+", default=DEFAULT_SIZES,
                    help="message sizes in bytes, suffix K/M/G allowed (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--iters", type=int, default=20)
     args = p.parse_args(argv)
-    if args.ranks < 2:
-        p.error("--ranks: at least 2")
+    if args.ranks < 1:
+        p.error("--ranks: at least 1")
     try:
         sizes = [parse_size(s) for s in args.sizes]
     except (ValueError, IndexError) as e:
@@ -184,7 +189,7 @@ def main(argv=None):
     simccl = {k: v for k, v in os.environ.items() if k.startswith("SIMCCL_")}
     _common.emit("collectives_all_reduce",
                  {"chip": args.chip, "backend": raw["backend"], "ranks": args.ranks, "dtype": "float32",
-                  "warmup": args.warmup, "iters": args.iters, "env": simccl, "results": results,
+                  "bandwidth": "bus" if args.ranks > 1 else "algorithm (one rank)", "warmup": args.warmup, "iters": args.iters, "env": simccl, "results": results,
                   "target": {"ratio": TARGET_RATIO, "size": label(TARGET_SIZE)}},
                  rows, ["size", "library ms", "library GB/s", "staging ms", "staging GB/s", "ratio"], args.out)
 

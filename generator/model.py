@@ -270,6 +270,8 @@ class CollectiveLibrary:
     dtypes: tuple[tuple[str, int], ...]     # (torch dtype, the library's code), in `dtypes:` order
     reduce_ops: tuple[tuple[str, int], ...]  # (ReduceOp name, the library's code), in REDUCE_OPS order
     hooks: tuple[tuple[str, str], ...]  # (hook, symbol) in COLLECTIVE_HOOKS order; all_to_all may be absent
+    # (variable, value) the library reads, set at load where the process has not set it
+    environment: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
         from .collective_abi import COLLECTIVE_HOOKS, REDUCE_OPS, REQUIRED_COLLECTIVE_HOOKS

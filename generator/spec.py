@@ -174,6 +174,7 @@ def _collective_library(lib: dict) -> model.CollectiveLibrary:
         dtypes=tuple(lib["dtypes"].items()),
         reduce_ops=tuple((op, lib["reduce_ops"][op]) for op in REDUCE_OPS if op in lib["reduce_ops"]),
         hooks=tuple((h, lib["hooks"][h]) for h in COLLECTIVE_HOOKS if h in lib["hooks"]),
+        environment=tuple(lib.get("environment", {}).items()),
     )
 
 

@@ -127,6 +127,34 @@ def test_the_collective_library_generates_its_bindings(tmp_path):
     assert "DIST_STAGING = 'gloo'" in staged_files["torch_fl_npu/spec.py"]
 
 
+def test_the_librarys_environment_and_dtype_table_reach_the_backend(tmp_path):
+    """nvgpu's NCCL: NVLink multicast off unless the user set it; the library's dtypes exported."""
+    nvgpu = load_spec(Path(NPU).parent / "nvgpu.yaml")
+    assert nvgpu.distributed.library.environment == (("NCCL_NVLS_ENABLE", "0"),)
+    files = render(nvgpu, tmp_path / "generated" / "nvgpu")
+    assert 'd.environment.emplace_back("NCCL_NVLS_ENABLE", "0");' in files["csrc/collectives.cpp"]
+    assert ("DIST_LIBRARY_DTYPES = ('int8', 'uint8', 'int32', 'int64', 'float16', 'float32', 'float64', "
+            "'bfloat16', 'bool',)") in files["torch_fl_nvgpu/spec.py"]
+    assert load_spec(NPU).distributed.library.environment == ()
+
+
+@pytest.mark.parametrize("variable", ["LD_PRELOAD", "PATH", "PYTHONPATH", "TORCH_FL_NPU_HOME", "CUDA_VISIBLE_DEVICES"])
+def test_the_librarys_environment_may_not_steer_the_process(tmp_path, variable):
+    text = edit(("    reduce_ops: {sum: 0,", f"    environment: {{{variable}: x}}\n    reduce_ops: {{sum: 0,"))
+    line, col = _at(text, f"{variable}: x")
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{line}:{col}: distributed.library.environment.{variable}: '{variable}' steers the whole process "
+        "(the loader, the shell, Python, torch or the driver), not the collective library"]
+
+
+@pytest.mark.parametrize("entry, field", [("nccl_debug: INFO", "nccl_debug"), ("'A B': x", "A B"),
+                                          ('SIMCCL_X: "a\\nb"', "SIMCCL_X")])
+def test_the_librarys_environment_names_and_values_are_checked(tmp_path, entry, field):
+    text = edit(("    reduce_ops: {sum: 0,", f"    environment: {{{entry}}}\n    reduce_ops: {{sum: 0,"))
+    errors = errors_of(tmp_path, text)
+    assert len(errors) == 1 and "distributed.library.environment" in errors[0], errors
+
+
 def test_gloo_staging_beside_a_library_is_refused(tmp_path):
     text = edit(("  init_method: tcp\n  library:", "  init_method: tcp\n  staging: gloo\n  library:"))
     line, col = _at(text, "staging: gloo")

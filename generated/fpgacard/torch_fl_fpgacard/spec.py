@@ -110,4 +110,6 @@ DIST_REPLACES = ()
 DIST_UNSUPPORTED_OPTIONS = ()
 DIST_INIT_METHOD = ''
 DIST_LIBRARY = ()
+# the dtypes the library has types for (others move as bytes or real pairs; doctor and tests read it)
+DIST_LIBRARY_DTYPES = ()
 DIST_STAGING = ''

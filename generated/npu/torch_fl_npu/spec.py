@@ -889,4 +889,6 @@ DIST_REPLACES = ('nccl',)
 DIST_UNSUPPORTED_OPTIONS = ('is_high_priority_stream', 'nccl_blocking_wait',)
 DIST_INIT_METHOD = 'tcp'
 DIST_LIBRARY = ('libsimnpu_ccl.so',)
+# the dtypes the library has types for (others move as bytes or real pairs; doctor and tests read it)
+DIST_LIBRARY_DTYPES = ('int8', 'uint8', 'int32', 'int64', 'float16', 'float32', 'float64', 'bfloat16', 'bool', 'int16', 'complex64', 'complex128',)
 DIST_STAGING = ''

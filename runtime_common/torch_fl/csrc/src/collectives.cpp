@@ -58,6 +58,8 @@ void ensure_loaded() {
     lib.load_error = lib.description.backend + ": cannot load the collective library: " + why;
     TORCH_CHECK(false, lib.load_error);
   };
+  // The spec's settings for the library, before it reads them; the user's own values win.
+  for (const auto& [variable, value] : lib.description.environment) ::setenv(variable.c_str(), value.c_str(), 0);
   // Searched where the chip's driver is: a vendor ships its collective library beside it.
   const std::vector<std::string> folders = Driver::instance().library_folders();
   std::vector<void*> handles;
@@ -104,14 +106,54 @@ std::string error_text(int status) {
   C10_THROW_ERROR(DistBackendError, message.str());
 }
 
-int dtype_code(c10::ScalarType dtype, const char* op) {
+// How a tensor's elements travel through the library: the library's type code and how many of
+// its elements one tensor element is. A dtype the library has goes as itself. One it lacks still
+// travels where the op only moves data: complex as pairs of its real type (ProcessGroupNCCL's
+// view_as_real), anything else as bytes (NCCL has no int16). A reduction needs the library's own
+// type, except complex under sum or average, which reduce element-wise as pairs of reals.
+struct Wire {
+  int code = 0;
+  size_t per_element = 1;
+};
+
+const int* listed_code(c10::ScalarType dtype) {
   for (const auto& [type, code] : desc().dtypes) {
-    if (type == dtype) return code;
+    if (type == dtype) return &code;
   }
+  return nullptr;
+}
+
+[[noreturn]] void no_such_type(c10::ScalarType dtype, const char* op, const char* why) {
   std::ostringstream listed;
   for (const auto& [type, _] : desc().dtypes) listed << " " << c10::toString(type);
   TORCH_CHECK(false, desc().backend, ": ", op, " of ", c10::toString(dtype), " tensors: the collective library ",
-              "has no ", c10::toString(dtype), " type (distributed.library.dtypes lists", listed.str(), ")");
+              "has no ", c10::toString(dtype), " type (distributed.library.dtypes lists", listed.str(), ")", why);
+}
+
+// For collectives that move data unchanged (broadcast, gathers, scatter, all_to_all, send, recv).
+Wire moved_as(c10::ScalarType dtype, const char* op) {
+  if (const int* code = listed_code(dtype)) return {*code, 1};
+  if (c10::isComplexType(dtype)) {
+    if (const int* code = listed_code(c10::toRealValueType(dtype))) return {*code, 2};
+  }
+  for (auto byte : {c10::ScalarType::Byte, c10::ScalarType::Char}) {
+    if (const int* code = listed_code(byte)) return {*code, c10::elementSize(dtype)};
+  }
+  no_such_type(dtype, op, " nor a byte type to move it as");
+}
+
+// For reductions (all_reduce, reduce, reduce_scatter).
+Wire reduced_as(c10::ScalarType dtype, const c10d::ReduceOp& reduce, const char* op) {
+  if (const int* code = listed_code(dtype)) return {*code, 1};
+  if (c10::isComplexType(dtype)) {
+    const int* code = listed_code(c10::toRealValueType(dtype));
+    TORCH_CHECK(!code || reduce.op_ == c10d::ReduceOp::SUM || reduce.op_ == c10d::ReduceOp::AVG,
+                desc().backend, ": ", op, " of ", c10::toString(dtype), " tensors: only ReduceOp.SUM and AVG are "
+                "defined on complex numbers (the library reduces them as pairs of ",
+                c10::toString(c10::toRealValueType(dtype)), ")");
+    if (code) return {*code, 2};
+  }
+  no_such_type(dtype, op, ", and a reduction cannot move it as bytes");
 }
 
 // The library's code for `reduce` on `dtype`. Bool tensors reduce as torch defines it for every
@@ -396,9 +438,9 @@ class CollectiveBackend : public c10d::Backend {
                                            const c10d::AllreduceOptions& opts) override {
     at::Tensor& t = single(tensors, "all_reduce");
     const int op = reduce_code(opts.reduceOp, t.scalar_type(), "all_reduce");
+    const Wire wire = reduced_as(t.scalar_type(), opts.reduceOp, "all_reduce");
     return run(c10d::OpType::ALLREDUCE, "all_reduce", {t}, {t}, [&](void* comm, void* stream) {
-      return api().all_reduce(t.data_ptr(), t.data_ptr(), t.numel(), dtype_code(t.scalar_type(), "all_reduce"), op,
-                              comm, stream);
+      return api().all_reduce(t.data_ptr(), t.data_ptr(), t.numel() * wire.per_element, wire.code, op, comm, stream);
     });
   }
 
@@ -418,9 +460,9 @@ class CollectiveBackend : public c10d::Backend {
                                            const c10d::BroadcastOptions& opts) override {
     at::Tensor& t = single(tensors, "broadcast");
     const int root = static_cast<int>(opts.rootRank);
+    const Wire wire = moved_as(t.scalar_type(), "broadcast");
     return run(c10d::OpType::BROADCAST, "broadcast", {t}, {t}, [&](void* comm, void* stream) {
-      return api().broadcast(t.data_ptr(), t.data_ptr(), t.numel(), dtype_code(t.scalar_type(), "broadcast"), root,
-                             comm, stream);
+      return api().broadcast(t.data_ptr(), t.data_ptr(), t.numel() * wire.per_element, wire.code, root, comm, stream);
     });
   }
 
@@ -429,9 +471,10 @@ class CollectiveBackend : public c10d::Backend {
     at::Tensor& t = single(tensors, "reduce");
     const int op = reduce_code(opts.reduceOp, t.scalar_type(), "reduce");
     const int root = static_cast<int>(opts.rootRank);
+    const Wire wire = reduced_as(t.scalar_type(), opts.reduceOp, "reduce");
     return run(c10d::OpType::REDUCE, "reduce", {t}, {t}, [&](void* comm, void* stream) {
-      return api().reduce(t.data_ptr(), t.data_ptr(), t.numel(), dtype_code(t.scalar_type(), "reduce"), op, root,
-                          comm, stream);
+      return api().reduce(t.data_ptr(), t.data_ptr(), t.numel() * wire.per_element, wire.code, op, root, comm,
+                          stream);
     });
   }
 
@@ -441,9 +484,10 @@ class CollectiveBackend : public c10d::Backend {
     check_dense(output, "all_gather");
     TORCH_CHECK(output.numel() == input.numel() * getSize(), desc().backend, ": all_gather: the output holds ",
                 output.numel(), " elements, expected ", getSize(), " x ", input.numel());
+    const Wire wire = moved_as(input.scalar_type(), "all_gather");
     return run(c10d::OpType::_ALLGATHER_BASE, "all_gather", {input}, {output}, [&](void* comm, void* stream) {
-      return api().all_gather(input.data_ptr(), output.data_ptr(), input.numel(),
-                              dtype_code(input.scalar_type(), "all_gather"), comm, stream);
+      return api().all_gather(input.data_ptr(), output.data_ptr(), input.numel() * wire.per_element, wire.code, comm,
+                              stream);
     });
   }
 
@@ -456,10 +500,11 @@ class CollectiveBackend : public c10d::Backend {
     // Gathered into one buffer, then copied out on the collective's stream, before its end.
     at::Tensor flat = at::empty({getSize() * input.numel()}, input.options());
     auto& out = outputs[0];
+    const Wire wire = moved_as(input.scalar_type(), "all_gather");
     // (`flat` is recorded on the collective's stream with the inputs: it lives until that is done.)
     return run(c10d::OpType::ALLGATHER, "all_gather", {input, flat}, out, [&](void* comm, void* stream) {
-      return api().all_gather(input.data_ptr(), flat.data_ptr(), input.numel(),
-                              dtype_code(input.scalar_type(), "all_gather"), comm, stream);
+      return api().all_gather(input.data_ptr(), flat.data_ptr(), input.numel() * wire.per_element, wire.code, comm,
+                              stream);
     }, [&] {
       for (int r = 0; r < getSize(); ++r) out[r].copy_(flat.narrow(0, r * input.numel(), input.numel()).view_as(out[r]));
     });
@@ -523,13 +568,16 @@ class CollectiveBackend : public c10d::Backend {
     std::vector<at::Tensor> outs = getRank() == root ? outputs.at(0) : std::vector<at::Tensor>{};
     TORCH_CHECK(getRank() != root || outs.size() == static_cast<size_t>(getSize()), desc().backend,
                 ": gather needs ", getSize(), " output tensors on the root");
-    const int dtype = dtype_code(input.scalar_type(), "gather");
+    const Wire wire = moved_as(input.scalar_type(), "gather");
     return run(c10d::OpType::GATHER, "gather", {input}, outs, [&](void* comm, void* stream) {
       return grouped([&]() -> int {
-        if (getRank() != root) return api().send(input.data_ptr(), input.numel(), dtype, root, comm, stream);
+        if (getRank() != root) {
+          return api().send(input.data_ptr(), input.numel() * wire.per_element, wire.code, root, comm, stream);
+        }
         for (int r = 0; r < getSize(); ++r) {
           if (r == root) continue;
-          const int status = api().recv(outs[r].data_ptr(), outs[r].numel(), dtype, r, comm, stream);
+          const int status =
+              api().recv(outs[r].data_ptr(), outs[r].numel() * wire.per_element, wire.code, r, comm, stream);
           if (status != desc().status_success) return status;
         }
         return desc().status_success;
@@ -547,16 +595,19 @@ class CollectiveBackend : public c10d::Backend {
     std::vector<at::Tensor> ins = getRank() == root ? inputs.at(0) : std::vector<at::Tensor>{};
     TORCH_CHECK(getRank() != root || ins.size() == static_cast<size_t>(getSize()), desc().backend,
                 ": scatter needs ", getSize(), " input tensors on the root");
-    const int dtype = dtype_code(output.scalar_type(), "scatter");
+    const Wire wire = moved_as(output.scalar_type(), "scatter");
     std::vector<at::Tensor> used = ins;
     used.push_back(output);
     return run(c10d::OpType::SCATTER, "scatter", used, {output}, [&](void* comm, void* stream) {
       return grouped([&]() -> int {
-        if (getRank() != root) return api().recv(output.data_ptr(), output.numel(), dtype, root, comm, stream);
+        if (getRank() != root) {
+          return api().recv(output.data_ptr(), output.numel() * wire.per_element, wire.code, root, comm, stream);
+        }
         for (int r = 0; r < getSize(); ++r) {
           if (r == root) continue;
           const at::Tensor piece = ins[r].contiguous();
-          const int status = api().send(piece.data_ptr(), piece.numel(), dtype, r, comm, stream);
+          const int status =
+              api().send(piece.data_ptr(), piece.numel() * wire.per_element, wire.code, r, comm, stream);
           if (status != desc().status_success) return status;
         }
         return desc().status_success;
@@ -573,10 +624,11 @@ class CollectiveBackend : public c10d::Backend {
     TORCH_CHECK(input.numel() == output.numel() * getSize(), desc().backend, ": reduce_scatter: the input holds ",
                 input.numel(), " elements, expected ", getSize(), " x ", output.numel());
     const int op = reduce_code(opts.reduceOp, input.scalar_type(), "reduce_scatter");
+    const Wire wire = reduced_as(input.scalar_type(), opts.reduceOp, "reduce_scatter");
     return run(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter", {input}, {output},
                [&](void* comm, void* stream) {
-                 return api().reduce_scatter(input.data_ptr(), output.data_ptr(), output.numel(),
-                                             dtype_code(input.scalar_type(), "reduce_scatter"), op, comm, stream);
+                 return api().reduce_scatter(input.data_ptr(), output.data_ptr(), output.numel() * wire.per_element,
+                                             wire.code, op, comm, stream);
                });
   }
 
@@ -607,15 +659,17 @@ class CollectiveBackend : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int peer, int /*tag*/) override {
     at::Tensor& t = single(tensors, "send");
+    const Wire wire = moved_as(t.scalar_type(), "send");
     return run(c10d::OpType::SEND, "send", {t}, {t}, [&](void* comm, void* stream) {
-      return api().send(t.data_ptr(), t.numel(), dtype_code(t.scalar_type(), "send"), peer, comm, stream);
+      return api().send(t.data_ptr(), t.numel() * wire.per_element, wire.code, peer, comm, stream);
     });
   }
 
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int peer, int /*tag*/) override {
     at::Tensor& t = single(tensors, "recv");
+    const Wire wire = moved_as(t.scalar_type(), "recv");
     return run(c10d::OpType::RECV, "recv", {t}, {t}, [&](void* comm, void* stream) {
-      return api().recv(t.data_ptr(), t.numel(), dtype_code(t.scalar_type(), "recv"), peer, comm, stream);
+      return api().recv(t.data_ptr(), t.numel() * wire.per_element, wire.code, peer, comm, stream);
     });
   }
 
@@ -646,24 +700,25 @@ class CollectiveBackend : public c10d::Backend {
     TORCH_CHECK(std::accumulate(send.begin(), send.end(), int64_t{0}) == input.numel() &&
                     std::accumulate(recv.begin(), recv.end(), int64_t{0}) == output.numel(),
                 desc().backend, ": all_to_all split sizes do not add up to the tensors' sizes");
-    const int dtype = dtype_code(input.scalar_type(), "all_to_all");
+    const Wire wire = moved_as(input.scalar_type(), "all_to_all");
     const bool even = std::all_of(send.begin(), send.end(), [&](int64_t n) { return n == send[0]; }) &&
                       send == recv;
     std::vector<at::Tensor> written = outputs.empty() ? std::vector<at::Tensor>{output} : outputs;
     written.push_back(output);
     return run(c10d::OpType::ALLTOALL, "all_to_all", {input}, written, [&](void* comm, void* stream) {
       if (even && api().all_to_all) {
-        return api().all_to_all(input.data_ptr(), output.data_ptr(), send[0], dtype, comm, stream);
+        return api().all_to_all(input.data_ptr(), output.data_ptr(), send[0] * wire.per_element, wire.code, comm,
+                                stream);
       }
       return grouped([&]() -> int {
         const auto size = input.element_size();
         int64_t send_at = 0, recv_at = 0;
         for (int peer = 0; peer < getSize(); ++peer) {
-          int status = api().send(static_cast<const char*>(input.data_ptr()) + send_at * size, send[peer], dtype,
-                                  peer, comm, stream);
+          int status = api().send(static_cast<const char*>(input.data_ptr()) + send_at * size,
+                                  send[peer] * wire.per_element, wire.code, peer, comm, stream);
           if (status == desc().status_success) {
-            status = api().recv(static_cast<char*>(output.data_ptr()) + recv_at * size, recv[peer], dtype, peer,
-                                comm, stream);
+            status = api().recv(static_cast<char*>(output.data_ptr()) + recv_at * size,
+                                recv[peer] * wire.per_element, wire.code, peer, comm, stream);
           }
           if (status != desc().status_success) return status;
           send_at += send[peer];

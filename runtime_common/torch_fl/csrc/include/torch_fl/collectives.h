@@ -59,6 +59,8 @@ struct CollectiveDescription {
   int status_timeout = DriverDescription::kNoStatus;
   std::vector<std::pair<c10::ScalarType, int>> dtypes;  // torch dtype -> the library's code
   std::vector<std::pair<std::string, int>> reduce_ops;  // "sum", "prod", "max", "min", "avg" -> code
+  // Variables the library reads (NCCL_NVLS_ENABLE=0, ...), set before it is opened unless set already.
+  std::vector<std::pair<std::string, std::string>> environment;
 };
 
 // The hooks the generated code binds (HookBinding slots point into it), and where the
