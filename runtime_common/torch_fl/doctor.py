@@ -110,6 +110,13 @@ try:
         out["runtime_driver"] = _version_text(module._C._driver_version(), module.spec.DRIVER_VERSION_SCALES)
         device_module = getattr(torch, module.spec.CHIP)
         out["devices"] = [device_module.get_device_name(i) for i in range(device_module.device_count())]
+        out["dist_backend"] = getattr(module.spec, "DIST_BACKEND", "")
+        if getattr(module.spec, "DIST_LIBRARY", ()):
+            out["collective_library"] = list(module.spec.DIST_LIBRARY)
+            try:
+                out["collective_paths"] = list(module._C._collective_library())
+            except Exception as exc:
+                out["collective_error"] = str(exc)
 except BaseException as exc:
     out["error"] = f"{type(exc).__name__}: {exc}"
 print("TORCH_FL_PROBE " + json.dumps(out))
@@ -146,6 +153,7 @@ def _generated_findings(name: str, package: str, probe: dict) -> list[Finding]:
                            f"{len(devices)} device(s)" + (f": {'; '.join(devices)}" if devices else ""),
                            None if devices else "the driver loads but reports no device",
                            {"devices": devices}))
+        out.extend(_collective_findings(name, probe))
         return out
     if "version mismatch" in error:
         match = _MISMATCH.search(error)
@@ -161,6 +169,25 @@ def _generated_findings(name: str, package: str, probe: dict) -> list[Finding]:
         step = "imported" if "version" not in probe else "registered"
         return [Finding("backend", "error", name, f"{package} cannot be {step}: {error}", details={"error": error})]
     return [found, Finding("driver", "error", name, error, details={"error": error})]
+
+
+def _collective_findings(name: str, probe: dict) -> list[Finding]:
+    """How the chip's torch.distributed backend moves data: its collective library, loaded now,
+    or gloo staging on the host."""
+    backend = probe.get("dist_backend")
+    if not backend:
+        return []
+    if "collective_library" not in probe:
+        return [Finding("collectives", "info", name, f"{backend} stages every collective through gloo on host "
+                        "memory (the spec names no distributed.library)")]
+    if "collective_error" in probe:
+        return [Finding("collectives", "error", name, f"{backend}: {', '.join(probe['collective_library'])} does "
+                        f"not load: {probe['collective_error']}",
+                        "install the vendor's collective library beside its driver (or on the loader path); "
+                        f"until then init_process_group(backend='{backend}') fails",
+                        {"error": probe["collective_error"]})]
+    return [Finding("collectives", "ok", name, f"{backend} over {', '.join(probe['collective_paths'])}",
+                    details={"libraries": probe["collective_paths"]})]
 
 
 def check_environment(only: str | None = None) -> list[Finding]:

@@ -62,3 +62,19 @@ def test_a_rank_dying_mid_collective_gives_the_others_a_clear_error(tmp_path):
     assert "npuccl rank 0: all_reduce" in message and "rank 1" in message and "exited" in message, message
     assert survivor["seconds"] < 30
     assert not (tmp_path / "rank1.json").exists()
+
+
+def test_a_stalled_peer_fails_the_collective_at_the_groups_timeout(tmp_path):
+    """rank 1 stalls 30 s inside its third collective; the library itself would wait 2 minutes.
+    The process group's own timeout (5 s) fails the waiting ranks' work with an error naming the
+    op and the timeout, and aborts the communicator: no rank hangs."""
+    proc = torchrun("fault", 2, tmp_path, timeout=120, SIMCCL_FAULTS="rank=1,stall_after=2,stall_ms=30000",
+                    SIMCCL_TIMEOUT_MS="120000", TEST_TIMEOUT_S="5")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ranks = results(tmp_path, 2)
+    for r in ranks:
+        assert r["error"] is not None, f"rank {r['rank']} finished its collectives although rank 1 stalled"
+        assert r["error"]["type"] == "DistBackendError", r["error"]
+    message = ranks[0]["error"]["message"]
+    assert "npuccl rank 0: all_reduce #" in message and "did not complete within 5000 ms" in message, message
+    assert ranks[0]["seconds"] < 25, ranks[0]

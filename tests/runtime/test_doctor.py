@@ -59,6 +59,28 @@ def test_healthy_npu_backend():
     assert by_check["driver"]["status"] == "ok" and "libsimnpu_runtime.so" in by_check["driver"]["message"]
     assert by_check["version"]["details"] == {"driver": "2.1", "built_for": "2.1"}
     assert by_check["devices"]["details"]["devices"][1].endswith("(npu:1)")
+    assert by_check["collectives"]["status"] == "ok", by_check["collectives"]
+    assert by_check["collectives"]["message"].startswith("npuccl over /")
+    assert by_check["collectives"]["message"].endswith("/libsimnpu_ccl.so")
+
+
+def test_a_collective_library_that_does_not_load_is_diagnosed(driverless_chip, tmp_path):
+    """The variant chip finds its driver on the loader path (a folder holding the driver alone):
+    the driver loads, its collective library is found nowhere."""
+    (tmp_path / "libsimnpu_runtime.so").symlink_to(ROOT / "simnpu" / "build" / "lib" / "libsimnpu_runtime.so")
+    env = {"PYTHONPATH": str(driverless_chip / "site"), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
+           "LD_LIBRARY_PATH": str(tmp_path)}
+    proc = run_doctor("--backend", "npuvariant", "--json", env=env)
+    assert proc.returncode == doctor.EXIT_PROBLEMS, proc.stdout + proc.stderr
+    by_check = {f["check"]: f for f in findings(proc.stdout)}
+    assert by_check["driver"]["status"] == "ok", by_check["driver"]
+    collectives = by_check["collectives"]
+    assert collectives["status"] == "error", collectives
+    assert collectives["message"].startswith("npuccl: libsimnpu_ccl.so does not load: npuccl: cannot "
+                                             "load the collective library: 'libsimnpu_ccl.so'"), collectives["message"]
+    assert "cannot open shared object file" in collectives["message"]
+    assert str(driverless_chip / "lib") in collectives["message"]               # where it looked
+    assert "init_process_group(backend='npuccl') fails" in collectives["hint"]
 
 
 def test_missing_driver_library_is_diagnosed_with_the_loader_text(driverless_chip):

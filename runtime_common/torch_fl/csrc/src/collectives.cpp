@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <algorithm>
 #include <atomic>
@@ -38,6 +39,7 @@ struct Library {
   bool configured = false;
   bool loaded = false;
   std::string load_error;
+  std::vector<std::string> paths;  // of the opened libraries, as the loader found them
 };
 
 Library& library() {
@@ -72,6 +74,9 @@ void ensure_loaded() {
       failed("'" + name + "': " + (why ? why : "not found") + " (searched " + searched + "and the loader path)");
     }
     handles.push_back(handle);
+    const link_map* opened = nullptr;
+    lib.paths.push_back(::dlinfo(handle, RTLD_DI_LINKMAP, &opened) == 0 && opened && *opened->l_name
+                            ? std::string(opened->l_name) : name);
   }
   for (const auto& binding : lib.hooks) {
     void* symbol = nullptr;
@@ -188,15 +193,22 @@ struct Communicator {
   c10::DeviceIndex device = 0;
   int rank = 0;
   std::atomic<bool> aborted{false};
+  // An abort (from a waiting thread or the progress thread) never runs beside a status query:
+  // NCCL's communicator may not be queried while it is being freed.
+  mutable std::mutex mutex;
 
   ~Communicator() {
     if (handle && !aborted.load()) api().comm_destroy(handle);
   }
   void abort() {
+    std::lock_guard<std::mutex> lock(mutex);
     if (handle && !aborted.exchange(true)) api().comm_abort(handle);
   }
-  // The status of the communicator's queued work: success, in_progress, or its failure.
+  // The status of the communicator's queued work: success, in_progress, or its failure. Once
+  // aborted the handle is gone (the caller reports the abort).
   int async_error() const {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (aborted.load()) return desc().status_in_progress;
     int status = desc().status_success;
     const int call = api().comm_get_async_error(handle, &status);
     return call == desc().status_success ? status : call;
@@ -235,6 +247,14 @@ class CollectiveWork : public c10d::Work {
     if (end_.query()) {
       check_async_error();
       if (!failed()) complete_future();
+      return true;
+    }
+    if (comm_->aborted.load()) {   // by another collective's failure or timeout: this one is lost too
+      std::ostringstream message;
+      message << desc().backend << " rank " << comm_->rank << ": " << op_ << " #" << sequence_
+              << " did not complete: the communicator was aborted (an earlier collective failed or timed out)";
+      set_exception(std::make_exception_ptr(
+          c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, message.str())));
       return true;
     }
     const int status = comm_->async_error();
@@ -282,14 +302,15 @@ class CollectiveWork : public c10d::Work {
     return static_cast<bool>(exception_);
   }
 
+  // The reason is recorded before the abort, so that it is the error this work reports.
   void time_out(std::chrono::milliseconds limit) {
-    comm_->abort();
     std::ostringstream message;
     message << desc().backend << " rank " << comm_->rank << ": " << op_ << " #" << sequence_
             << " did not complete within " << limit.count() << " ms; the communicator was aborted "
             << "(a peer may have stalled or exited)";
     set_exception(std::make_exception_ptr(
         c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, message.str())));
+    comm_->abort();
   }
 
   void check_async_error() {
@@ -864,6 +885,11 @@ void configure_collectives(CollectiveDescription description, std::vector<HookBi
 }
 
 bool collectives_configured() { return library().configured; }
+
+std::vector<std::string> load_collective_library() {
+  ensure_loaded();
+  return library().paths;
+}
 
 c10::intrusive_ptr<c10d::Backend> create_collective_backend(const c10::intrusive_ptr<c10d::Store>& store,
                                                             int rank, int size,

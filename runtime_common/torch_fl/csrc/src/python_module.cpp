@@ -143,6 +143,7 @@ void bind_backend(py::module_& m) {
   m.def("_built_driver_version", [] { return Driver::instance().description().built_version; });
 
   m.def("_has_collective_library", [] { return collectives_configured(); });
+  m.def("_collective_library", [] { return load_collective_library(); });
   m.def(
       "_create_collective_backend",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {

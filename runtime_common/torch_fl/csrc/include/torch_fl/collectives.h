@@ -71,6 +71,9 @@ CollectiveApi& mutable_collective_api();
 // library is opened at the first communicator; `hooks` are resolved into their slots then.
 void configure_collectives(CollectiveDescription description, std::vector<HookBinding> hooks);
 bool collectives_configured();
+// Opens the library now (it is otherwise opened at the first communicator) and returns the
+// paths the loader found; raises with the reason where it does not load (doctor's probe).
+std::vector<std::string> load_collective_library();
 
 // The backend `init_process_group(backend=<spec's name>)` creates for the chip's tensors.
 c10::intrusive_ptr<c10d::Backend> create_collective_backend(const c10::intrusive_ptr<c10d::Store>& store,
