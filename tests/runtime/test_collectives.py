@@ -39,15 +39,16 @@ def test_every_collective_and_dtype_on_the_library(tmp_path, ranks):
         assert r["checked"] >= 150                      # 12 dtypes x every collective
 
 
-def test_fsdp2_trains_and_a_distributed_checkpoint_round_trips(tmp_path):
-    proc = torchrun("fsdp", 2, tmp_path)
+def test_fsdp2_trains_and_a_distributed_checkpoint_round_trips(tmp_path, world=4):
+    # DeviceMesh puts each rank on device LOCAL_RANK, as on a real host: one simulated device a rank
+    proc = torchrun("fsdp", world, tmp_path, SIMNPU_DEVICE_COUNT=str(max(world, 2)))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    ranks = results(tmp_path, 2)
+    ranks = results(tmp_path, world)
     for r in ranks:
         assert r["losses"][-1] < 0.5 * r["losses"][0], r["losses"]   # it trained
         assert r["restored"]                                           # load brought back what was saved
         assert r["shard_devices"] == ["npu:0"] or r["shard_devices"] == [f"npu:{r['rank']}"]
-    assert ranks[0]["params"] == ranks[1]["params"]                    # one model, sharded
+    assert all(r["params"] == ranks[0]["params"] for r in ranks[1:])   # one model, sharded
 
 
 def test_a_rank_dying_mid_collective_gives_the_others_a_clear_error(tmp_path):

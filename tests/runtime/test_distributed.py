@@ -66,18 +66,19 @@ def test_single_rank_group_with_nccl_name_maps_to_the_chip(tmp_path):
     assert len([w for w in rec if "nccl" in str(w.message)]) == 1
 
 
-def test_ddp_on_two_processes_matches_one_process(tmp_path):
+@pytest.mark.parametrize("world", [2, 4])
+def test_ddp_matches_one_process_on_the_global_batch(tmp_path, world):
     out = tmp_path / "ddp"
     port = free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    ddp = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+    ddp = subprocess.run([sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={world}", "--master_addr=127.0.0.1",
                           f"--master_port={port}", "examples/train_ddp.py", "--out-dir", str(out)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert ddp.returncode == 0, ddp.stdout + ddp.stderr
     ref = subprocess.run([sys.executable, "examples/train_ddp.py", "--reference", "--out-dir", str(out)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert ref.returncode == 0, ref.stdout + ref.stderr
-    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(world)]
     single = json.loads((out / "reference.json").read_text())
 
     for r, run in enumerate(ranks):
@@ -85,17 +86,17 @@ def test_ddp_on_two_processes_matches_one_process(tmp_path):
         assert run["config"]["init_method"] == f"tcp://127.0.0.1:{port}"
         assert run["param_devices"] == ["npu:0"]
         c = run["collectives"]
-        assert c["all_reduce"] == [3.0] * 3
+        assert c["all_reduce"] == [world * (world + 1) / 2] * 3   # rank q contributes q + 1
         assert c["broadcast"] == [11.0] * 2
-        assert c["all_gather"] == [[0.0, 0.0], [1.0, 1.0]]
-        assert c["all_gather_single"] == [0.0, 0.0, 1.0, 1.0]
-        assert c["reduce_scatter"] == [2.0 + 2 * r] * 2          # sum over ranks q of (q * 2 + r)
-        assert c["all_to_all"] == [[float(r)], [float(10 + r)]]
-        assert c["all_to_all_single"] == [float(r), float(10 + r)]
-        assert c["send_recv"] == [100.0] * 2
+        assert c["all_gather"] == [[float(q)] * 2 for q in range(world)]
+        assert c["all_gather_single"] == [float(q) for q in range(world) for _ in range(2)]
+        assert c["reduce_scatter"] == [float(sum(q * world + r for q in range(world)))] * 2
+        assert c["all_to_all"] == [[float(q * 10 + r)] for q in range(world)]
+        assert c["all_to_all_single"] == [float(r + 10 * q) for q in range(world)]
+        assert c["send_recv"] == ([100.0] * 2 if r < 2 else [float(r + 100)] * 2)   # rank 0 sends to rank 1
         assert c["devices"] == ["npu:0"]
-    # identical on both ranks, and what one process gets from the whole batches
-    assert ranks[0]["params"] == ranks[1]["params"]
+    # identical on every rank, and what one process gets from the whole batches
+    assert all(run["params"] == ranks[0]["params"] for run in ranks[1:])
     assert ranks[0]["params"].keys() == single["params"].keys()
     for name, values in single["params"].items():
         torch.testing.assert_close(torch.tensor(ranks[0]["params"][name]), torch.tensor(values),
