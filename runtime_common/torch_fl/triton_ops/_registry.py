@@ -45,7 +45,10 @@ def _signature(op_name):
     for a in schema.arguments:
         kind = inspect.Parameter.KEYWORD_ONLY if a.kwarg_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
         default = inspect.Parameter.empty if not a.has_default_value() else a.default_value
-        params.append(inspect.Parameter(a.name, kind, default=default))
+        try:
+            params.append(inspect.Parameter(a.name, kind, default=default))
+        except ValueError:   # a Python keyword (`from` of uniform_): passed by position only
+            return None
     try:
         return inspect.Signature(params)
     except ValueError:

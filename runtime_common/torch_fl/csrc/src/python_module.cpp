@@ -201,6 +201,17 @@ void bind_backend(py::module_& m) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(device)));
   });
 
+  // (seed, offset) of the Philox counter for a kernel drawing `increment` numbers on the chip
+  // (the Triton random family): from `generator`, else the device's default one; advances it.
+  m.def("_philox_engine_inputs", [](py::object generator, int device, uint64_t increment) {
+    at::Generator gen = generator.is_none() ? default_generator(device) : THPGenerator_Unwrap(generator.ptr());
+    auto* impl = dynamic_cast<DeviceGenerator*>(gen.unsafeGetGeneratorImpl());
+    TORCH_CHECK(impl, "expected a generator of the ", Driver::instance().description().chip, " device, got one of ",
+                gen.device());
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    return impl->philox_engine_inputs(increment);
+  });
+
   m.def("current_stream", [](int device) { return stream_tuple(current_stream(device)); });
   m.def("default_stream", [](int device) { return stream_tuple(default_stream(device)); });
   // The driver handle of the current stream of the current device: what a compiled

@@ -14,7 +14,26 @@ DeviceGenerator::DeviceGenerator(c10::DeviceIndex device, uint64_t seed) : at::C
 DeviceGenerator* DeviceGenerator::clone_impl() const {
   auto* copy = new DeviceGenerator(device_.index());
   copy->set_state(*get_state());
+  copy->philox_offset_ = philox_offset_;
   return copy;
+}
+
+void DeviceGenerator::set_current_seed(uint64_t seed) {
+  at::CPUGeneratorImpl::set_current_seed(seed);
+  philox_offset_ = 0;
+}
+
+void DeviceGenerator::set_state(const c10::TensorImpl& new_state) {
+  const uint64_t offset = philox_offset_;   // whatever the CPU generator's set_state calls
+  at::CPUGeneratorImpl::set_state(new_state);
+  philox_offset_ = offset;
+}
+
+std::pair<uint64_t, uint64_t> DeviceGenerator::philox_engine_inputs(uint64_t increment) {
+  // Offsets stay multiples of 4: one Philox call yields 4 numbers (CUDA's convention).
+  const uint64_t offset = philox_offset_;
+  philox_offset_ += (increment + 3) / 4 * 4;
+  return {current_seed(), offset};
 }
 
 const at::Generator& default_generator(c10::DeviceIndex device) {
