@@ -206,3 +206,59 @@ def test_a_cpu_sized_rng_state_is_accepted_and_a_wrong_one_refused():
     device_module.set_rng_state(torch.get_rng_state())    # a CPU generator's state: offset 0
     with pytest.raises(RuntimeError, match=f"RNG state of a {CHIP} device: expected a ByteTensor"):
         device_module.set_rng_state(torch.zeros(7, dtype=torch.uint8))
+
+
+def test_normal_of_tensor_means_and_deviations_broadcast():
+    mean = torch.tensor([0.0, 10.0], device=CHIP)
+    std = torch.tensor([[1.0], [3.0]], device=CHIP).expand(2, 1).repeat(N // 4, 1)   # (N/2, 1)
+    sample = torch.normal(mean, std).cpu().double()          # (N/2, 2): rows alternate std 1, 3
+    assert sample.shape == (N // 2, 2)
+    for column, m in enumerate((0.0, 10.0)):
+        for row, s in enumerate((1.0, 3.0)):
+            part = sample[row::2, column]
+            assert abs(part.mean().item() - m) < 6 * s / math.sqrt(part.numel())
+            assert part.std().item() == pytest.approx(s, rel=0.04)
+    assert torch.normal(mean, 2.0).shape == (2,) and torch.normal(1.0, std).shape == std.shape
+    out = torch.empty(0, device=CHIP)
+    torch.normal(torch.zeros(N, device=CHIP), 1.0, out=out)
+    assert out.shape == (N,) and out.cpu().std().item() == pytest.approx(1.0, rel=0.03)
+    p = torch.full((N,), 0.25, device=CHIP)
+    into = torch.empty(0, device=CHIP)
+    torch.bernoulli(p, out=into)
+    assert into.shape == (N,) and into.cpu().mean().item() == pytest.approx(0.25, abs=0.02)
+
+
+def test_multinomial_with_replacement_follows_the_weights():
+    weights = torch.tensor([[0.0, 1.0, 3.0, 0.0, 4.0], [5.0, 0.0, 0.0, 5.0, 0.0]], device=CHIP)
+    picked = torch.multinomial(weights, 4000, replacement=True).cpu()
+    assert picked.shape == (2, 4000) and picked.dtype == torch.int64
+    for row, w in enumerate(weights.cpu()):
+        counts = torch.bincount(picked[row], minlength=5).double()
+        assert (counts[w == 0] == 0).all()                        # a zero weight is never drawn
+        expected = 4000 * w / w.sum()
+        assert ((counts - expected).abs() <= 6 * expected.clamp(min=1).sqrt()).all(), counts
+    one_row = torch.multinomial(weights[0], 10, replacement=True)
+    assert one_row.shape == (10,)
+
+
+def test_multinomial_without_replacement_draws_distinct_categories():
+    weights = torch.tensor([1.0, 0.0, 2.0, 7.0], device=CHIP)
+    firsts = []
+    for _ in range(300):
+        picked = torch.multinomial(weights, 3).cpu().tolist()
+        assert sorted(picked) == [0, 2, 3]                        # every positive weight, once
+        firsts.append(picked[0])
+    frequency = torch.bincount(torch.tensor(firsts), minlength=4).double() / 300
+    assert frequency[3].item() == pytest.approx(0.7, abs=0.1) and frequency[1] == 0
+
+
+def test_randperm_is_a_uniform_permutation():
+    perm = torch.randperm(1000, device=CHIP).cpu()
+    assert perm.dtype == torch.int64 and torch.equal(perm.sort().values, torch.arange(1000))
+    first = torch.stack([torch.randperm(4, device=CHIP) for _ in range(240)]).cpu()[:, 0]
+    counts = torch.bincount(first, minlength=4).double()
+    assert ((counts - 60).abs() < 6 * math.sqrt(60)).all(), counts
+    torch.manual_seed(11)
+    a = torch.randperm(50, device=CHIP).cpu()
+    torch.manual_seed(11)
+    assert torch.equal(torch.randperm(50, device=CHIP).cpu(), a)

@@ -1,5 +1,7 @@
 """The `random` family's kernels: the in-place samplers (uniform_, normal_, bernoulli_,
-exponential_, geometric_, log_normal_, cauchy_, random_) and native_dropout, drawn on the chip.
+exponential_, geometric_, log_normal_, cauchy_, random_), native_dropout, and what torch builds
+on them (normal of tensor means and deviations, bernoulli.out, multinomial, randperm), drawn on
+the chip.
 
 Numbers come from Philox4x32-10, counter-based as CUDA's generator: element i of a call uses
 counter (offset + i) under key `seed`, and each call reserves its elements' counters from the
@@ -21,7 +23,7 @@ import triton
 import triton.language as tl
 
 from . import Unsupported
-from ._common import BLOCK, FLOATS, copy_into, dtype_code, empty, grid1, scalar_bits
+from ._common import BLOCK, FLOATS, copy_into, dtype_code, empty, grid1, resize_out, scalar_bits
 from ._kernels import F64, _to_odt
 
 # What each call draws (the kernel's MODE).
@@ -275,9 +277,125 @@ def native_dropout(input, p, train):
     return out, mask
 
 
+# ----------------------------------------------------- built on the samplers --
+# These compose the samplers above with chip ops (dispatched again: vendor or Triton kernels),
+# as ATen's own implementations of them do.
+def _standard_normal_into(out, shape, dtype, device, generator):
+    target = empty(shape, dtype, device) if out is None else resize_out(out, shape)
+    if target.dtype not in FLOATS:
+        raise Unsupported("normal into a non-floating tensor")
+    return _draw(target, NORMAL, _bits(0.0), _bits(1.0), generator)
+
+
+def _normal(mean, std, generator, out):
+    """mean + std * z, z standard normal of the broadcast shape (ATen: normal_(0, std) + mean)."""
+    tensors = [t for t in (mean, std) if isinstance(t, torch.Tensor)]
+    device = tensors[0].device
+    if any(t.device != device or t.dtype not in FLOATS for t in tensors):
+        raise Unsupported("normal of tensors on several devices or of non-floating dtypes")
+    if isinstance(std, torch.Tensor):
+        if std.numel() and bool((std < 0).any()):    # ATen's check, a sync as on CUDA
+            raise Unsupported("normal needs every std >= 0")
+    elif not std >= 0.0:
+        raise Unsupported("normal needs std >= 0")
+    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    dtype = torch.result_type(mean, std) if len(tensors) == 2 else tensors[0].dtype
+    z = _standard_normal_into(out, shape, dtype if out is None else out.dtype, device, generator)
+    return z.mul_(std).add_(mean)
+
+
+def normal_Tensor_float(mean, std=1.0, *, generator=None):
+    return _normal(mean, std, generator, None)
+
+
+def normal_Tensor_float_out(mean, std=1.0, *, generator=None, out):
+    return _normal(mean, std, generator, out)
+
+
+def normal_float_Tensor(mean, std, *, generator=None):
+    return _normal(mean, std, generator, None)
+
+
+def normal_float_Tensor_out(mean, std, *, generator=None, out):
+    return _normal(mean, std, generator, out)
+
+
+def normal_Tensor_Tensor(mean, std, *, generator=None):
+    return _normal(mean, std, generator, None)
+
+
+def normal_Tensor_Tensor_out(mean, std, *, generator=None, out):
+    return _normal(mean, std, generator, out)
+
+
+def bernoulli_out(self, *, generator=None, out):
+    resize_out(out, self.shape)
+    return bernoulli__Tensor(out, self, generator=generator)
+
+
+def _multinomial(self, num_samples, replacement, generator):
+    """Rows of category indices drawn by the weights in `self` (1-d or 2-d): with replacement by
+    inverting each row's cumulative weights, without by the largest weight / Exp(1) keys (ATen's
+    own method). Invalid weights are declined: ATen's checks raise on the next step."""
+    if self.dim() not in (1, 2) or self.dtype not in FLOATS or self.shape[-1] == 0 or num_samples <= 0:
+        raise Unsupported("multinomial outside 1-d/2-d floating weights and a positive sample count")
+    rows = self if self.dim() == 2 else self.unsqueeze(0)
+    w = rows.to(torch.float64) if rows.dtype != torch.float64 else rows
+    positive = (w > 0).sum(-1)
+    bad = ((w < 0) | ~torch.isfinite(w)).any() | (positive == 0).any()
+    if not replacement:
+        bad = bad | (positive < num_samples).any()
+    if bool(bad):
+        raise Unsupported("multinomial weights ATen refuses (negative, non-finite, all zero, too few)")
+    if replacement:
+        cdf = torch.cumsum(w, -1)
+        u = _draw(empty((w.shape[0], num_samples), torch.float64, w.device), UNIFORM, _bits(0.0), _bits(1.0),
+                  generator)
+        # u scaled by the row's total (not the cdf normalised): every u stays below the last
+        # cumulative weight, and a category of weight zero is never chosen.
+        picked = torch.searchsorted(cdf.contiguous(), (u * cdf[:, -1:]).contiguous(), right=True)
+    else:
+        keys = _draw(empty(w.shape, torch.float64, w.device), EXPONENTIAL, _bits(1.0), 0, generator)
+        picked = torch.topk(w / keys, num_samples, dim=-1).indices
+    return picked if self.dim() == 2 else picked.squeeze(0)
+
+
+def multinomial(self, num_samples, replacement=False, *, generator=None):
+    return _multinomial(self, num_samples, replacement, generator)
+
+
+def multinomial_out(self, num_samples, replacement=False, *, generator=None, out):
+    picked = _multinomial(self, num_samples, replacement, generator)
+    resize_out(out, picked.shape)
+    return copy_into(out, picked)
+
+
+def randperm_generator_out(n, *, generator=None, out):
+    """A uniform permutation of 0..n-1: the order of n random 63-bit keys."""
+    limit = {torch.float16: 2049, torch.bfloat16: 257, torch.float32: 1 << 24, torch.float64: 1 << 53}
+    if out.dtype in limit:
+        fits = n <= limit[out.dtype]
+    elif out.dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        fits = n == 0 or n - 1 <= torch.iinfo(out.dtype).max
+    else:
+        fits = False
+    if n < 0 or not fits:
+        raise Unsupported("randperm of a size its out= dtype cannot hold")
+    resize_out(out, (n,))
+    if n == 0:
+        return out
+    keys = _random_range(empty((n,), torch.int64, out.device), 0, 1 << 63, generator)
+    return copy_into(out, torch.sort(keys, stable=True).indices)
+
+
 KERNELS = {
     "uniform_": uniform_, "normal_": normal_, "log_normal_": log_normal_, "exponential_": exponential_,
     "geometric_": geometric_, "cauchy_": cauchy_, "bernoulli_.float": bernoulli__float,
     "bernoulli_.Tensor": bernoulli__Tensor, "random_": random_, "random_.to": random__to,
     "random_.from": random__from, "native_dropout": native_dropout,
+    "normal.Tensor_float": normal_Tensor_float, "normal.Tensor_float_out": normal_Tensor_float_out,
+    "normal.float_Tensor": normal_float_Tensor, "normal.float_Tensor_out": normal_float_Tensor_out,
+    "normal.Tensor_Tensor": normal_Tensor_Tensor, "normal.Tensor_Tensor_out": normal_Tensor_Tensor_out,
+    "bernoulli.out": bernoulli_out, "multinomial": multinomial, "multinomial.out": multinomial_out,
+    "randperm.generator_out": randperm_generator_out,
 }
