@@ -129,7 +129,7 @@ def _worker(rank: int, world: int, port: int, chip: str, sizes: list, warmup: in
             _common.synchronize(chip)
             barrier()
             marks = [time.perf_counter()]
-            h = t.to("cpu")
+            (h,) = staged._buffers.staged([t])   # the staging path's own to-host step (its reused buffer)
             marks.append(time.perf_counter())
             host.allreduce([h], dist.AllreduceOptions()).wait()
             marks.append(time.perf_counter())

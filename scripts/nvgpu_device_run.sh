@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds the nvgpu backend on a CUDA machine, runs its generated suite, then the
 # benchmarks. Usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]
-# Stages: setup build install test fast native triton bench npu (default: all but install and npu;
+# Stages: setup build install test random fast native triton bench npu (default: all but install and npu;
 # install is a plain build, for a run that needs the backend but not the build times). Logs and results JSON land in OUTDIR.
 set -u
 out=${1:?usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]}
 shift
-stages=${*:-setup build test fast native triton bench}
+stages=${*:-setup build test random fast native triton bench}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 has() { [[ " $stages " == *" $1 "* ]]; }
@@ -48,6 +48,13 @@ if has test; then
   # The device machine lends one GPU: the two-device test is reported skipped there.
   TORCH_FL_TEST_ONE_DEVICE=1 timeout "${TEST_TIMEOUT:-300}" python3 -X faulthandler -m pytest generated/nvgpu/tests -q -p no:cacheprovider -rf \
     ${PYTEST_ARGS:-} 2>&1 | tee "$out/tests.log"
+  pack
+fi
+
+if has random; then
+  # Random numbers drawn on the chip (the Triton random family, compiled), through torch's API.
+  TEST_CHIP=nvgpu timeout "${RANDOM_TIMEOUT:-300}" python3 -m pytest --noconftest tests/runtime/test_random_on_chip.py -q \
+    -p no:cacheprovider -rf 2>&1 | tee "$out/random.log"
   pack
 fi
 

@@ -14,10 +14,12 @@ chip's backend (one warning), so CUDA scripts run unchanged.
 """
 from __future__ import annotations
 
+import collections
 import datetime
 import functools
 import inspect
 import os
+import threading
 import warnings
 
 import torch
@@ -42,7 +44,41 @@ def _host(t: torch.Tensor) -> torch.Tensor:
 
 def _back(dst: torch.Tensor, host: torch.Tensor) -> None:
     if host is not dst:
-        dst.copy_(host)
+        dst.copy_(host)   # synchronous: the host buffer may be staged into again at once
+
+
+class _HostBuffers:
+    """Host buffers staging a chip's tensors, reused from call to call: a fresh host allocation
+    per collective paid its page faults every time (the to-host step, allocation included, was a
+    third of a 64 MiB all_reduce in docs/benchmarks.md). One buffer per (position in the call,
+    dtype, shape); past `limit_bytes` the least recently used go."""
+
+    def __init__(self, limit_bytes: int = 1 << 30):
+        self._buffers: collections.OrderedDict = collections.OrderedDict()
+        self._bytes = 0
+        self._limit = limit_bytes
+        self._lock = threading.Lock()
+
+    def staged(self, tensors) -> list:
+        """Host copies of `tensors` in this group's buffers (CPU tensors as they are)."""
+        out = []
+        with self._lock:
+            for position, t in enumerate(tensors):
+                if t.device.type == "cpu":
+                    out.append(t)
+                    continue
+                key = (position, t.dtype, tuple(t.shape))
+                buffer = self._buffers.pop(key, None)
+                if buffer is None:
+                    buffer = torch.empty(t.shape, dtype=t.dtype)
+                    self._bytes += buffer.nbytes
+                self._buffers[key] = buffer
+                buffer.copy_(t)
+                out.append(buffer)
+            while self._bytes > self._limit and len(self._buffers) > len(out):
+                _, dropped = self._buffers.popitem(last=False)
+                self._bytes -= dropped.nbytes
+        return out
 
 
 class StagedProcessGroup(dist.ProcessGroup):
@@ -53,6 +89,7 @@ class StagedProcessGroup(dist.ProcessGroup):
         super().__init__(rank, size)
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
         self._name = backend_name
+        self._buffers = _HostBuffers()   # the in-place collectives' staging (all_reduce, DDP's path)
 
     def getBackendName(self) -> str:
         return self._name
@@ -65,7 +102,7 @@ class StagedProcessGroup(dist.ProcessGroup):
 
     def allreduce(self, tensors, opts=None):
         opts = opts if opts is not None else dist.AllreduceOptions()
-        host = [_host(t) for t in tensors]
+        host = self._buffers.staged(tensors)
         self._gloo.allreduce(host, opts).wait()
         for t, h in zip(tensors, host):
             _back(t, h)
@@ -73,7 +110,7 @@ class StagedProcessGroup(dist.ProcessGroup):
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
-        host = [_host(t) for t in tensors]
+        host = self._buffers.staged(tensors)
         self._gloo.allreduce_coalesced(host, opts).wait()
         for t, h in zip(tensors, host):
             _back(t, h)
@@ -81,7 +118,7 @@ class StagedProcessGroup(dist.ProcessGroup):
 
     def broadcast(self, tensors, opts=None):
         opts = opts if opts is not None else dist.BroadcastOptions()
-        host = [_host(t) for t in tensors]
+        host = self._buffers.staged(tensors)
         self._gloo.broadcast(host, opts).wait()
         for t, h in zip(tensors, host):
             _back(t, h)
@@ -141,7 +178,7 @@ class StagedProcessGroup(dist.ProcessGroup):
 
     def reduce(self, tensors, opts=None):
         opts = opts if opts is not None else dist.ReduceOptions()
-        host = [_host(t) for t in tensors]
+        host = self._buffers.staged(tensors)
         self._gloo.reduce(host, opts).wait()
         if self.rank() == opts.rootRank:
             for t, h in zip(tensors, host):
