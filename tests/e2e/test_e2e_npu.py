@@ -203,21 +203,21 @@ def test_pinned_block_not_reused_before_its_async_copy_finished():
 
 
 def test_random_op_on_the_cpu_path_draws_from_the_chip_generator(npu_backend):
-    """exponential_ has no npu kernel and no Triton kernel: it runs on the CPU path, but
-    must draw from the chip's generator (its state, its seed), not from the host's."""
+    """poisson has no npu kernel and no Triton kernel: it runs on the CPU path, but must draw
+    from the chip's generator (its state, its seed), not from the host's."""
     proc = run_python("""
         import json, torch, torch_fl
-        x = torch.empty(1000, device="npu")
+        rates = torch.full((1000,), 3.0, device="npu")
         torch.npu.manual_seed(123)
         host_before = torch.get_rng_state()
         state = torch.npu.get_rng_state()
-        a = x.exponential_().cpu()
+        a = torch.poisson(rates).cpu()
         advanced = not torch.equal(torch.npu.get_rng_state(), state)
         torch.npu.set_rng_state(state)
-        b = x.exponential_().cpu()
-        g = torch.Generator().manual_seed(123)  # the chip's state format is the CPU generator's
-        c = torch.empty(1000).exponential_(generator=g)
-        paths = torch_fl.fallback_stats().get("exponential_", {})
+        b = torch.poisson(rates).cpu()
+        g = torch.Generator().manual_seed(123)  # the chip's generator state is the CPU generator's
+        c = torch.poisson(torch.full((1000,), 3.0), generator=g)
+        paths = torch_fl.fallback_stats().get("poisson", {})
         print(json.dumps({"replay": torch.equal(a, b), "like_cpu": torch.equal(a, c), "advanced": advanced,
                           "host_untouched": torch.equal(torch.get_rng_state(), host_before), "paths": paths}))
     """)
