@@ -8,7 +8,8 @@ found to <out>/rank<R>.json.
                loads it back into perturbed parameters
   fault:       rank 1 dies inside a collective (SIMCCL_FAULTS); the others report what they got
 
-TEST_CHIP names another generated chip (default npu): on the H200, nvgpu over NCCL, one rank.
+TEST_CHIP names another generated chip (default npu): on the H200, nvgpu over NCCL, one rank; in
+CI, the variant chip whose library has NCCL's dtype table (registered explicitly, autoload off).
 """
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ import torch.distributed as dist
 import torch_fl  # noqa: F401  (the chip's backend)
 
 CHIP = os.environ.get("TEST_CHIP", "npu")
+if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD") == "0":   # several backends installed: this one
+    import importlib
+
+    importlib.import_module(f"torch_fl_{CHIP}")._register()
 
 FLOATING = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 COMPLEX = (torch.complex64, torch.complex128)

@@ -61,6 +61,22 @@ def test_every_collective_and_dtype_on_the_library(tmp_path, ranks):
         assert r["checked"] >= 150                      # 12 dtypes x every collective
 
 
+def test_dtypes_the_library_lacks_still_move(driverless_chip, tmp_path):
+    """A chip whose library has NCCL's dtype table (no int16, no complex, bool as uint8): complex
+    tensors move and reduce (sum, avg) as pairs of reals, int16 ones move as bytes, and an int16
+    reduction is refused naming the dtype; every result against the exact reference."""
+    lib = tmp_path / "lib"   # the driver and the collective library on the loader path
+    lib.mkdir()
+    for name in ("libsimnpu_runtime.so", "libsimnpu_ccl.so"):
+        (lib / name).symlink_to(ROOT / "simnpu" / "build" / "lib" / name)
+    proc = torchrun("collectives", 2, tmp_path / "out", TEST_CHIP="npuvariant", TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+                    PYTHONPATH=str(driverless_chip / "site"), LD_LIBRARY_PATH=str(lib))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for r in results(tmp_path / "out", 2):
+        assert r["failures"] == [], r["failures"][:10]
+        assert r["checked"] >= 150
+
+
 def test_fsdp2_trains_and_a_distributed_checkpoint_round_trips(tmp_path, world=4):
     # DeviceMesh puts each rank on device LOCAL_RANK, as on a real host: one simulated device a rank
     proc = torchrun("fsdp", world, tmp_path, SIMNPU_DEVICE_COUNT=str(max(world, 2)))

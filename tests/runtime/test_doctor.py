@@ -15,31 +15,7 @@ import torch_fl
 from torch_fl import doctor
 from torch_fl.placement import DevicePlacementPolicy
 
-from e2e_helpers import ROOT, VARIANT_SPEC_EDITS, run_python
-
-
-@pytest.fixture(scope="session")
-def driverless_chip(tmp_path_factory):
-    """The end-to-end suite's variant chip (no kernels, driver looked up only in its own lib/),
-    built here under the shared build lock, with that folder left empty: its driver is missing.
-    (No environment variable can hide the installed npu's driver: its kernel library links it.)"""
-    root = tmp_path_factory.mktemp("driverless")
-    text = (ROOT / "specs" / "npu.yaml").read_text().replace("../generator/schema", str(ROOT / "generator" / "schema"))
-    for old, new in VARIANT_SPEC_EDITS.items():
-        text = text.replace(old, new)
-    for first, last in (("  # Other SDK releases", "\nkernels:\n"), ("\nkernels:\n", "\ndtypes:"),
-                        ("\nops:\n", "\n# Ops the spec does not name")):
-        text = text[:text.index(first)] + text[text.index(last):]
-    (root / "variant.yaml").write_text(text)
-    build = subprocess.run(["flock", "/tmp/torchfl-build.lock", sys.executable, "-m", "torchfl_gen", "build",
-                            str(root / "variant.yaml"), "--output", str(root / "pkg"), "--no-install"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    assert build.returncode == 0, build.stderr
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(root / "site"),
-                          build.stdout.strip().splitlines()[-1]], capture_output=True, text=True)
-    assert pip.returncode == 0, pip.stderr
-    (root / "lib").mkdir()
-    return root
+from e2e_helpers import ROOT, run_python
 
 
 def run_doctor(*args: str, env: dict | None = None, cli: str = "torch_fl") -> subprocess.CompletedProcess:
