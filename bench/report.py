@@ -21,6 +21,8 @@ COMMANDS = {
     "allocator": "python bench/allocator.py --chip {chip} --native {native}",
     "build_times": "python bench/build_times.py {specs}",
     "collectives_all_reduce": "python bench/collectives.py --chip {chip} --ranks {ranks} --iters {iters}",
+    "models_train_step": "python bench/models.py --chip {chip} --native {native} --size {size} --models {models} "
+                         "--precision {precisions} --optimizer {optimizers} --steps {steps} --warmup {warmup}",
 }
 
 
@@ -135,12 +137,28 @@ def collectives(r: dict) -> list[str]:
     return out
 
 
+def models(r: dict) -> list[str]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import models as sweep   # bench/models.py: its table is the record's
+
+    header = ["model", "size", "precision", "optimizer", f"{r['chip']} ms", f"{r['native']} ms", "ratio",
+              "host ratio", "step-0 loss rel. diff", "last loss rel. diff", "CPU fallbacks", "status"]
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in sweep.table_rows(r["results"], r["size"]):
+        out.append("| " + " | ".join(_fmt(c) if isinstance(c, float) else str(c) for c in row) + " |")
+    out.append("")
+    for run, s in r["summary"].items():
+        out.append(f"- {run}: median ratio {_fmt(s['median_ratio'])}, worst {_fmt(s['worst_ratio'])} "
+                   f"({s['worst_model']}) over {s['models']} models")
+    return out + [""] + [f"Note: {note}" for note in r["notes"]]
+
+
 # Said once, after every record of a benchmark's section.
 NOTES = {
     "collectives_all_reduce": [
-        "**Where the time goes.** Staging copies the chip tensor to a new host tensor (a new one each "
-        "call: at 64 MiB mostly faulting in freshly mapped host pages, the CPU allocator returning large blocks to the "
-        "system), runs gloo's all_reduce over TCP loopback (every byte through the kernel's socket "
+        "**Where the time goes.** Staging, as measured here, copied the chip tensor to a new host tensor (a "
+        "new one each call: at 64 MiB mostly faulting in freshly mapped host pages, the CPU allocator returning "
+        "large blocks to the system; it has reused its host buffers since, not measured again yet), runs gloo's all_reduce over TCP loopback (every byte through the kernel's socket "
         "buffers, the reduction on the host; the largest step at every size), then copies the result "
         "back to the chip, all on the host's two shared cores. The library's ranks meet in one POSIX "
         "shared-memory segment per communicator and run the all_reduce as a host function on a chip "
@@ -164,6 +182,7 @@ SECTIONS = [
     ("allocator", "Caching allocator: alloc+free pairs per second", allocator),
     ("build_times", "`torchfl-gen build` times", builds),
     ("collectives_all_reduce", "all_reduce bus bandwidth: collective library vs gloo staging ({chip})", collectives),
+    ("models_train_step", "Real-model training steps ({chip} vs {native})", models),
 ]
 
 
@@ -183,13 +202,18 @@ def command(record: dict) -> str:
         pairs=" --pair ".join(record.get("results", {}).keys()) if name == "op_overhead" else "",
         chip=record.get("chip"), native=record.get("native"),
         specs=" ".join(record.get("results", {}).keys()) + ("" if record.get("install", True) else " --no-install")
-        if name == "build_times" else "", ranks=record.get("ranks"), iters=record.get("iters"))
+        if name == "build_times" else "", ranks=record.get("ranks"), iters=record.get("iters"),
+        size=record.get("size"), models=" ".join(record.get("models") or []),
+        precisions=" ".join(record.get("precisions") or []), optimizers=" ".join(record.get("optimizers") or []),
+        steps=record.get("steps_per_device"), warmup=record.get("warmup"))
 
 
 def render() -> str:
     records: dict[str, list[tuple[str, dict]]] = {}
     for path in sorted(RESULTS.glob("*/*.json")):
         record = json.loads(path.read_text())
+        if record["benchmark"] not in COMMANDS:   # a result no section renders would vanish from the docs
+            raise SystemExit(f"bench/report.py: {path}: no section renders benchmark {record['benchmark']!r}")
         records.setdefault(record["benchmark"], []).append((path.relative_to(ROOT).as_posix(), record))
     for found in records.values():
         found.sort(key=lambda entry: _python_launch(entry[1]))  # a comparison run after the figure it compares
@@ -201,7 +225,8 @@ def render() -> str:
     for name, title, table in SECTIONS:
         for source, record in records.get(name, []):
             suffix = " (comparison: Triton ops launched from Python)" if _python_launch(record) else ""
-            lines += [f"## {title.format(chip=record.get('chip'))}{suffix}", "", f"Measured on {_env(record)}.", "",
+            heading = title.format(chip=record.get("chip"), native=record.get("native"))
+            lines += [f"## {heading}{suffix}", "", f"Measured on {_env(record)}.", "",
                       f"Command: `{command(record)} --out {source}`", ""]
             lines += table(record) + [""]
         if records.get(name):
