@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the nvgpu backend on a CUDA machine, runs its generated suite, then the
 # benchmarks. Usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]
-# Stages: setup build install test random fast native triton bench npu (default: all but install and npu;
+# Stages: setup build install test random collectives fast native triton bench sweep models npu (default: all
+# but install, collectives, sweep, models and npu;
 # install is a plain build, for a run that needs the backend but not the build times). Logs and results JSON land in OUTDIR.
 set -u
 out=${1:?usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]}
@@ -58,6 +59,21 @@ if has random; then
   pack
 fi
 
+if has collectives; then
+  # nvgpu's collectives on NCCL, one rank (one GPU): every collective and dtype against exact
+  # references, FSDP2 with a distributed checkpoint, and all_reduce library vs gloo staging.
+  for mode in collectives fsdp; do
+    mkdir -p "$out/$mode"
+    TEST_CHIP=nvgpu timeout 150 python3 -m torch.distributed.run --nproc_per_node=1 --master_addr=127.0.0.1 \
+      --master_port=$((29500 + RANDOM % 1000)) tests/runtime/collectives_worker.py $mode "/tmp/$mode-ranks" \
+      2>&1 | tail -20 | tee "$out/$mode.log"
+    cp "/tmp/$mode-ranks/rank0.json" "$out/$mode/rank0.json" 2>/dev/null
+  done
+  timeout 150 python3 bench/collectives.py --chip nvgpu --ranks 1 --iters 20 --out "$out/collectives-nvgpu-1rank.json" \
+    2>&1 | tee "$out/collectives-bench.log"
+  pack
+fi
+
 if has fast; then
   # Pointwise Triton launches replayed from C++ (torch_fl/_triton_fast.py) against the
   # Python launch and native CUDA; the simulated-NPU tests of that file run in CI.
@@ -108,6 +124,20 @@ if has bench; then
     esac 2>&1 | tee -a "$out/bench.log"
     pack
   done
+fi
+
+if has sweep; then
+  # The OpInfo sweep over every spec dtype (docs/ops/README.md), merged for `torchfl-gen matrix`.
+  timeout "${SWEEP_TIMEOUT:-420}" bash scripts/opinfo_sweep.sh nvgpu "${SWEEP_SHARDS:-15}" 2>&1 | tail -16 | tee "$out/sweep.log"
+  cat .torchfl/opinfo-nvgpu.shard*.jsonl > .torchfl/opinfo-nvgpu.jsonl && gzip -c .torchfl/opinfo-nvgpu.jsonl > "$out/opinfo-nvgpu.jsonl.gz"
+  pack
+fi
+
+if has models; then
+  # The real-model sweep, nvgpu vs cuda (MODELS_ARGS: its size, models, precisions).
+  timeout "${MODELS_TIMEOUT:-540}" python3 bench/models.py --chip nvgpu --native cuda ${MODELS_ARGS:---size small} \
+    --out "$out/models.json" 2>&1 | tee "$out/models.log"
+  pack
 fi
 
 if has npu; then
