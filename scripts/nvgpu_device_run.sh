@@ -61,7 +61,9 @@ fi
 
 if has collectives; then
   # nvgpu's collectives on NCCL, one rank (one GPU): every collective and dtype against exact
-  # references, FSDP2 with a distributed checkpoint, and all_reduce library vs gloo staging.
+  # references, FSDP2 with a distributed checkpoint, and all_reduce library vs gloo staging;
+  # first doctor's word on the library (it opens libnccl.so.2 and reports its path).
+  python3 -m torch_fl doctor --backend nvgpu 2>&1 | tee "$out/doctor.log"
   for mode in collectives fsdp; do
     mkdir -p "$out/$mode"
     TEST_CHIP=nvgpu timeout 150 python3 -m torch.distributed.run --nproc_per_node=1 --master_addr=127.0.0.1 \
