@@ -125,10 +125,13 @@ def collectives(r: dict) -> list[str]:
         out.append(f"| {size} | {_fmt(lib['median_s'] * 1e3)} | {_fmt(lib['busbw_GBps'])} | "
                    f"{_fmt(st['median_s'] * 1e3)} | {_fmt(st['busbw_GBps'])} | {v['ratio']:.1f} | {met} | "
                    + " / ".join(_fmt(steps[k] * 1e3) for k in ("to_host", "gloo", "to_device")) + " |")
-    out += ["", f"{r['ranks']} ranks (processes, each on {r['chip']}:0 of its own simulated devices), float32, "
+    where = (f"{r['ranks']} ranks (processes, each on {r['chip']}:0 of its own simulated devices)" if r["chip"] == "npu"
+             else f"{r['ranks']} rank(s) on {r['chip']}:0 (one process a device)")
+    bandwidth = ("bus bandwidth = bytes × 2 (n − 1) / n / time (nccl-tests)" if r["ranks"] > 1 else
+                 "one rank: the GB/s columns are algorithm bandwidth, bytes / time (bus bandwidth is zero)")
+    out += ["", f"{where}, float32, "
             f"median of {r['iters']} iterations after {r['warmup']} warm-up, each iteration started together "
-            "on every rank and timed to the device drained, the slowest rank's time; bus bandwidth = "
-            "bytes × 2 (n − 1) / n / time (nccl-tests). Library: `init_process_group(backend="
+            f"on every rank and timed to the device drained, the slowest rank's time; {bandwidth}. Library: `init_process_group(backend="
             f"\"{r['backend']}\")`; staging: `torch_fl.distributed.StagedProcessGroup` on the same tensors. "
             "Both results checked (the sum) after the first and last iteration. Staging steps: its three "
             "steps timed one by one in a loop of their own (medians; they need not add up to the staging "
