@@ -243,13 +243,31 @@ def register_chip_backend(spec, _C) -> None:
         _map_replaced_names()
 
 
-def _replacement(backend):
-    """The chip backend standing in for `backend` ("nccl") when its own library is absent."""
-    if not isinstance(backend, str):
+# The device a replaceable backend natively serves.
+_NATIVE_DEVICE = {"nccl": "cuda", "xccl": "xpu", "hccl": "npu"}
+
+
+def _replacement(backend) -> tuple[str, str] | None:
+    """What `backend` ("nccl") means with a chip backend registered, and the warning saying so:
+    the chip's backend where the native library is absent; where it is there too (NCCL on a
+    CUDA machine, beside `nvgpu`), both, one per device ("cuda:nccl,nvgpu:nvgpuccl"), so the
+    chip's tensors have a backend as the native device's keep theirs."""
+    if not isinstance(backend, str) or ":" in backend:
         return None
+    wanted = backend.lower()
     for name, spec in _specs.items():
-        if backend.lower() in spec.DIST_REPLACES and not _natively_available(backend.lower()):
-            return name
+        if wanted not in spec.DIST_REPLACES:
+            continue
+        where = f"({spec.SPEC_SOURCE}: distributed.replaces)"
+        if not _natively_available(wanted):
+            return name, (f"torch.distributed backend {backend!r} is not available here; using the {spec.CHIP} "
+                          f"chip's {name!r} instead {where}")
+        native = _NATIVE_DEVICE.get(wanted)
+        if native is None or native == spec.CHIP:
+            return None
+        return f"{native}:{wanted},{spec.CHIP}:{name}", (
+            f"torch.distributed backend {backend!r} serves {native} tensors; {spec.CHIP} tensors in the same "
+            f"group use the chip's {name!r} {where}")
     return None
 
 
@@ -284,13 +302,12 @@ def _map_replaced_names() -> None:
         def call(*args, **kwargs):
             bound = signature.bind_partial(*args, **kwargs)
             backend = bound.arguments.get("backend")
-            chip_backend = _replacement(backend)
-            if chip_backend is not None:
+            replacement = _replacement(backend)
+            if replacement is not None:
+                chip_backend, message = replacement
                 if (backend, chip_backend) not in _warned:
                     _warned.add((backend, chip_backend))
-                    warnings.warn(f"torch.distributed backend {backend!r} is not available here; using the "
-                                  f"{_specs[chip_backend].CHIP} chip's {chip_backend!r} instead "
-                                  f"({_specs[chip_backend].SPEC_SOURCE}: distributed.replaces)", stacklevel=2)
+                    warnings.warn(message, stacklevel=2)
                 bound.arguments["backend"] = chip_backend
             return fn(*bound.args, **bound.kwargs)
 

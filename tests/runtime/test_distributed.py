@@ -114,3 +114,19 @@ def _initial_params():
     torch.randn(6 * train_ddp.GLOBAL_BATCH, 3, 16, 16)
     torch.randint(0, 10, (6 * train_ddp.GLOBAL_BATCH,))
     return {n: p.detach().flatten().tolist() for n, p in train_ddp.make_model().named_parameters()}
+
+
+def test_nccl_beside_native_cuda_keeps_cuda_and_adds_the_chip(monkeypatch):
+    """On a CUDA machine (NCCL natively there) a script's backend="nccl" keeps NCCL for cuda
+    tensors and gives the chip's tensors the chip's backend in the same group: seen on the H200,
+    where "nccl" alone left nvgpu tensors with "No backend type associated with device type"."""
+    from torch_fl import distributed as fl_dist
+
+    monkeypatch.setattr(fl_dist, "_natively_available", lambda backend: backend == "nccl")
+    backend, message = fl_dist._replacement("nccl")
+    assert backend == "cuda:nccl,npu:npuccl"
+    assert message.startswith("torch.distributed backend 'nccl' serves cuda tensors; npu tensors in the same group "
+                              "use the chip's 'npuccl'")
+    assert fl_dist._replacement("cuda:nccl") is None and fl_dist._replacement("gloo") is None
+    monkeypatch.setattr(fl_dist, "_natively_available", lambda backend: False)
+    assert fl_dist._replacement("nccl")[0] == "npuccl"
