@@ -104,28 +104,18 @@ def random_kernel(out, aux, src, N, seed_lo, seed_hi, offset, a_bits, b_bits,
 _ENGINES: dict[str, object] = {}
 
 
-def _engine(device_type: str):
-    """The chip's `_C._philox_engine_inputs` (None for a device without one: native CUDA in
-    the kernel tests, whose generator is advanced through torch.Generator's offset instead)."""
-    if device_type not in _ENGINES:
-        try:
-            _ENGINES[device_type] = importlib.import_module(f"torch_fl_{device_type}._C")._philox_engine_inputs
-        except (ImportError, AttributeError):
-            _ENGINES[device_type] = None
-    return _ENGINES[device_type]
-
-
 def philox_seed_offset(generator, device: torch.device, increment: int) -> tuple[int, int]:
-    """(seed, offset) for `increment` counters of `generator` (default: the device's)."""
-    engine = _engine(device.type)
-    if engine is not None:
-        return engine(generator, -1 if device.index is None else device.index, increment)
-    if generator is None:
-        module = getattr(torch, device.type)
-        generator = module.default_generators[device.index if device.index is not None else module.current_device()]
-    offset = generator.get_offset()
-    generator.set_offset(offset + (increment + 3) // 4 * 4)
-    return generator.initial_seed(), offset
+    """(seed, offset) for `increment` counters of `generator` (default: the device's), from the
+    chip's `_C._philox_engine_inputs`; a device without one (no chip generator) is declined."""
+    if device.type not in _ENGINES:
+        try:
+            _ENGINES[device.type] = importlib.import_module(f"torch_fl_{device.type}._C")._philox_engine_inputs
+        except (ImportError, AttributeError):
+            _ENGINES[device.type] = None
+    engine = _ENGINES[device.type]
+    if engine is None:
+        raise Unsupported(f"no chip generator for {device.type} tensors")
+    return engine(generator, -1 if device.index is None else device.index, increment)
 
 
 # -------------------------------------------------------------------- launching --
