@@ -145,6 +145,13 @@ def test_linear_ops_run_per_part(dtype):
     close(k("reflection_pad1d")(x, [2, 1]), torch.nn.functional.pad(x, [2, 1], mode="reflect"))
     nc = x.mT  # a non-contiguous self
     close(k("index_select")(nc, 1, idx), nc.index_select(1, idx))
+    for value in (2 - 3j, 1.5, torch.tensor(-1 + 4j, dtype=dtype), torch.tensor(0.25)):
+        y = x.mT  # fill_ and zero_ write through a non-contiguous view
+        name = "fill_.Tensor" if isinstance(value, torch.Tensor) else "fill_.Scalar"
+        assert k(name)(y, value) is y
+        close(x, torch.full_like(x, complex(value)))
+    assert k("zero_")(x.mT) is not None
+    close(x, torch.zeros_like(x))
 
 
 def test_per_part_declines_what_is_not_linear():
@@ -231,7 +238,8 @@ def test_complex_work_stays_on_the_npu():
         y = torch.exp(x) * torch.sqrt(w) / (x + 2j)
         y = torch.where(cond, y, torch.tanh(x)) @ w.mT
         z = torch.log1p(y.abs().to(x.dtype)) + torch.roll(x, 2, 0).masked_fill(~cond, 1 - 1j)
-        return z.cumsum(1), z.var(0), torch.linalg.vector_norm(z, dim=1), torch.angle(z), z.prod(0)
+        filled = torch.empty_like(z).fill_(torch.tensor(2 - 1j)).add_(z)  # fill_.Tensor: Triton on npu
+        return z.cumsum(1), z.var(0), torch.linalg.vector_norm(z, dim=1), torch.angle(z), z.prod(0), filled
 
     expected = work(x, w, cond)
     with torch_fl.strict_fallback():

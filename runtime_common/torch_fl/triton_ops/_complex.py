@@ -230,9 +230,9 @@ _per_part_ops("roll gather gather.out index_select index_select.out index.Tensor
               "replication_pad1d replication_pad1d.out replication_pad2d replication_pad2d.out "
               "replication_pad3d replication_pad3d.out im2col im2col.out col2im col2im.out "
               "unfold_backward channel_shuffle cumsum cumsum.out cumsum_ sum.dim_IntList "
-              "sum.IntList_out mean.dim mean.out trace neg neg_ neg.out")
+              "sum.IntList_out mean.dim mean.out trace neg neg_ neg.out zero_")
 _per_part_ops("masked_fill_.Scalar masked_fill_.Tensor index_fill_.int_Scalar index_fill_.int_Tensor "
-              "scatter.value scatter_.value scatter.value_out", data_scalars=("value",))
+              "scatter.value scatter_.value scatter.value_out fill_.Scalar fill_.Tensor", data_scalars=("value",))
 _per_part_ops("where.self where.self_out", promotes=True)
 _per_part_ops("add.Tensor add_.Tensor add.out sub.Tensor sub_.Tensor sub.out rsub.Tensor",
               data_scalars=("other",), promotes=True)
