@@ -3,8 +3,11 @@
 Per aten op, the cases that reach it: an OpInfo from torch's op_db (its sample
 inputs, run on the chip and on the CPU; `grad` compares gradients too, for
 backward kernels), or an expression `f(device)` run with the same seed on both
-devices (for in-place and random ops: the chip's RNG is CPU-compatible, so a
-seeded chip draws what a seeded CPU draws). Each case also asserts that the
+devices (for in-place and random ops). An expression draws its operands on the CPU
+and moves them to the device, so it compares equal inputs on any chip, also one
+whose random ops draw numbers of their own (Philox); the random ops' own cases
+draw on the device: a random vendor kernel is CPU-compatible by contract, so a
+seeded chip draws what a seeded CPU draws. Each case also asserts that the
 vendor kernel really ran.
 """
 from __future__ import annotations
@@ -12,20 +15,20 @@ from __future__ import annotations
 # aten op -> tuple of ("opinfo", name, mode) or ("expr", python lambda source)
 CASES: dict[str, tuple[tuple[str, ...], ...]] = {
     "add.Tensor": (("opinfo", "add", "op"),),
-    "add_.Tensor": (("expr", "lambda d: torch.randn(6, 5, device=d).add_(torch.randn(5, device=d), alpha=0.5)"),),
+    "add_.Tensor": (("expr", "lambda d: torch.randn(6, 5).to(d).add_(torch.randn(5).to(d), alpha=0.5)"),),
     "sub.Tensor": (("opinfo", "sub", "op"),),
-    "sub_.Tensor": (("expr", "lambda d: torch.randn(6, 5, device=d).sub_(torch.randn(6, 1, device=d), alpha=2)"),),
+    "sub_.Tensor": (("expr", "lambda d: torch.randn(6, 5).to(d).sub_(torch.randn(6, 1).to(d), alpha=2)"),),
     "mul.Tensor": (("opinfo", "mul", "op"),),
-    "mul_.Tensor": (("expr", "lambda d: torch.randn(3, 4, device=d).mul_(torch.randn(3, 4, device=d))"),),
+    "mul_.Tensor": (("expr", "lambda d: torch.randn(3, 4).to(d).mul_(torch.randn(3, 4).to(d))"),),
     "div.Tensor": (("opinfo", "div", "op"),),
-    "div_.Tensor": (("expr", "lambda d: torch.randn(3, 4, device=d).div_(torch.rand(4, device=d) + 0.5)"),),
-    "add.out": (("expr", "lambda d: torch.add(torch.randn(4, 3, device=d), torch.randn(3, device=d), alpha=3, out=torch.empty(2, device=d))"),),
-    "sub.out": (("expr", "lambda d: torch.sub(torch.randn(4, 3, device=d), 1.5, out=torch.empty(4, 3, device=d))"),),
-    "mul.out": (("expr", "lambda d: torch.mul(torch.randn(3, 4, device=d), 0.9, out=torch.empty(0, device=d))"),
-                ("expr", "lambda d: torch.mul(torch.randn(5, device=d), torch.randn(5, device=d), out=torch.empty(5, dtype=torch.float64, device=d))")),
-    "div.out": (("expr", "lambda d: torch.div(torch.randn(4, 3, device=d), torch.rand(3, device=d) + 1, out=torch.empty(4, 3, device=d))"),),
+    "div_.Tensor": (("expr", "lambda d: torch.randn(3, 4).to(d).div_(torch.rand(4).to(d) + 0.5)"),),
+    "add.out": (("expr", "lambda d: torch.add(torch.randn(4, 3).to(d), torch.randn(3).to(d), alpha=3, out=torch.empty(2, device=d))"),),
+    "sub.out": (("expr", "lambda d: torch.sub(torch.randn(4, 3).to(d), 1.5, out=torch.empty(4, 3, device=d))"),),
+    "mul.out": (("expr", "lambda d: torch.mul(torch.randn(3, 4).to(d), 0.9, out=torch.empty(0, device=d))"),
+                ("expr", "lambda d: torch.mul(torch.randn(5).to(d), torch.randn(5).to(d), out=torch.empty(5, dtype=torch.float64, device=d))")),
+    "div.out": (("expr", "lambda d: torch.div(torch.randn(4, 3).to(d), torch.rand(3).to(d) + 1, out=torch.empty(4, 3, device=d))"),),
     "relu": (("opinfo", "nn.functional.relu", "op"),),
-    "relu_": (("expr", "lambda d: torch.randn(7, 3, device=d).relu_()"),),
+    "relu_": (("expr", "lambda d: torch.randn(7, 3).to(d).relu_()"),),
     "threshold_backward": (("opinfo", "nn.functional.relu", "grad"),),
     "mm": (("opinfo", "mm", "op"),),
     "addmm": (("opinfo", "addmm", "op"),),
@@ -51,9 +54,9 @@ CASES: dict[str, tuple[tuple[str, ...], ...]] = {
     "mean.dim": (("opinfo", "mean", "op"),),
     "fill_.Scalar": (("expr", "lambda d: torch.empty(4, 6, device=d).fill_(2.5)"),
                      ("expr", "lambda d: torch.empty(3, 3, dtype=torch.int64, device=d).fill_(7)")),
-    "zero_": (("expr", "lambda d: torch.randn(5, 5, device=d).zero_()"),),
-    "copy_": (("expr", "lambda d: torch.randn(4, 6, device=d).t().contiguous()"),
-              ("expr", "lambda d: torch.randn(4, 6, device=d).to(torch.float64)")),
+    "zero_": (("expr", "lambda d: torch.randn(5, 5).to(d).zero_()"),),
+    "copy_": (("expr", "lambda d: torch.randn(4, 6).to(d).t().contiguous()"),
+              ("expr", "lambda d: torch.randn(4, 6).to(d).to(torch.float64)")),
     "cat": (("opinfo", "cat", "op"),),
     "normal_": (("expr", "lambda d: torch.randn(100, device=d)"),
                 ("expr", "lambda d: torch.empty(3, 40, device=d).normal_(2.0, 0.5)")),

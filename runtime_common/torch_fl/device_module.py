@@ -472,9 +472,7 @@ def install(module: types.ModuleType, spec: types.ModuleType, _C: Any) -> None:
     # the kernels that draw on the chip (8 bytes, little-endian), as torch.cuda's carries its offset.
     def get_rng_state(device: Any = None) -> torch.Tensor:
         synchronize(device)  # the device's RNG advances in stream order
-        generator = _generator(device)
-        offset = torch.tensor([generator.get_offset()], dtype=torch.int64).view(torch.uint8)
-        return torch.cat([generator.get_state(), offset])
+        return _generator(device).get_state()  # the CPU generator's layout, then the Philox offset
 
     def get_rng_state_all() -> list:
         return [get_rng_state(i) for i in range(device_count())]
@@ -482,14 +480,15 @@ def install(module: types.ModuleType, spec: types.ModuleType, _C: Any) -> None:
     def set_rng_state(new_state: torch.Tensor, device: Any = None) -> None:
         synchronize(device)
         generator = _generator(device)
-        cpu_bytes = generator.get_state().numel()
-        if new_state.dtype != torch.uint8 or new_state.numel() not in (cpu_bytes, cpu_bytes + 8):
-            raise RuntimeError(f"RNG state of a {spec.CHIP} device: expected a ByteTensor of {cpu_bytes + 8} "
-                               f"bytes (get_rng_state's) or {cpu_bytes} (a CPU generator's), got "
+        full = generator.get_state().numel()
+        if new_state.dtype != torch.uint8 or new_state.numel() not in (full - 8, full):
+            raise RuntimeError(f"RNG state of a {spec.CHIP} device: expected a ByteTensor of {full} "
+                               f"bytes (get_rng_state's) or {full - 8} (a CPU generator's), got "
                                f"{new_state.dtype} of {new_state.numel()}")
         state = new_state.detach().cpu().contiguous()
-        generator.set_state(state[:cpu_bytes].clone())
-        generator.set_offset(int(state[cpu_bytes:].clone().view(torch.int64)) if state.numel() > cpu_bytes else 0)
+        if state.numel() == full - 8:  # a CPU generator's state: the Philox stream restarts
+            generator.set_offset(0)
+        generator.set_state(state)
 
     def set_rng_state_all(new_states) -> None:
         for index, state in enumerate(new_states):

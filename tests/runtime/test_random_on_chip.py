@@ -201,6 +201,21 @@ def test_rng_state_replays_the_draws():
     assert torch.equal(torch.nn.functional.dropout(torch.ones(N, device=CHIP), 0.25).cpu(), a)
 
 
+def test_a_generator_objects_state_replays_its_draws():
+    """`Generator.get_state`/`set_state` of a private chip generator carry the Philox offset too
+    (the host generator's bytes, then 8 of offset), as torch.cuda's carry seed and offset."""
+    g = torch.Generator(device=CHIP).manual_seed(11)
+    chip_tensor().exponential_(generator=g)            # the offset is not at zero
+    state = g.get_state()
+    a = chip_tensor().exponential_(generator=g).cpu()
+    chip_tensor().exponential_(generator=g)
+    g.set_state(state)
+    assert torch.equal(chip_tensor().exponential_(generator=g).cpu(), a)
+    assert state.numel() == torch.Generator().get_state().numel() + 8
+    with pytest.raises(RuntimeError, match=f"RNG state of a {CHIP} generator: expected a ByteTensor"):
+        g.set_state(torch.zeros(7, dtype=torch.uint8))
+
+
 def test_a_cpu_sized_rng_state_is_accepted_and_a_wrong_one_refused():
     device_module = getattr(torch, CHIP)
     device_module.set_rng_state(torch.get_rng_state())    # a CPU generator's state: offset 0

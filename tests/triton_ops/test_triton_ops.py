@@ -965,3 +965,17 @@ def test_flip_moves_complex_elements_as_pairs():
         assert torch.equal(got, torch.flip(z, dims)), dims
     scalar = z[1, 2].clone()
     assert torch.equal(tops.kernel_for("flip")(scalar.to(DEVICE), [0]).cpu(), scalar)
+
+
+@pytest.mark.parametrize("name", ["sub.Tensor", "sub_.Tensor", "rsub.Tensor"])
+def test_sub_refuses_bool_operands_with_torchs_words(name):
+    """torch checks this in aten's shared meta function, which a chip's own kernel bypasses."""
+    flags = torch.ones(3, dtype=torch.bool, device=DEVICE)
+    kernel = tops.kernel_for(name)
+    for operand, words in ((flags, "two bool tensors"), (True, "two bool tensors"), (1, "a bool tensor"),
+                           (torch.tensor(1), "a bool tensor")):
+        with pytest.raises(RuntimeError, match=f"Subtraction, the `-` operator, with {words}"):
+            kernel(flags.clone(), operand)
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool tensor"):
+        kernel(torch.ones(3, device=DEVICE), flags)
+    EXERCISED.add(name)

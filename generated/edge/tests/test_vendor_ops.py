@@ -21,8 +21,8 @@ CASES = [
     ('addmm', ["opinfo", "addmm", "op"]),
     ('sum.dim_IntList', ["opinfo", "sum", "op"]),
     ('fill_.Scalar', ["expr", "lambda d: torch.empty(4, 6, device=d).fill_(2.5)"]),
-    ('zero_', ["expr", "lambda d: torch.randn(5, 5, device=d).zero_()"]),
-    ('copy_', ["expr", "lambda d: torch.randn(4, 6, device=d).t().contiguous()"]),
+    ('zero_', ["expr", "lambda d: torch.randn(5, 5).to(d).zero_()"]),
+    ('copy_', ["expr", "lambda d: torch.randn(4, 6).to(d).t().contiguous()"]),
 ]
 
 test_vendor_kernel_matches_cpu = vendor_ops.kernel_test(CASES)

@@ -14,9 +14,9 @@ from torch_fl.testing import vendor_ops
 # aten op -> how it is checked (generator/opinfo_map.py)
 CASES = [
     ('add.Tensor', ["opinfo", "add", "op"]),
-    ('add_.Tensor', ["expr", "lambda d: torch.randn(6, 5, device=d).add_(torch.randn(5, device=d), alpha=0.5)"]),
+    ('add_.Tensor', ["expr", "lambda d: torch.randn(6, 5).to(d).add_(torch.randn(5).to(d), alpha=0.5)"]),
     ('mul.Tensor', ["opinfo", "mul", "op"]),
-    ('mul_.Tensor', ["expr", "lambda d: torch.randn(3, 4, device=d).mul_(torch.randn(3, 4, device=d))"]),
+    ('mul_.Tensor', ["expr", "lambda d: torch.randn(3, 4).to(d).mul_(torch.randn(3, 4).to(d))"]),
     ('relu', ["opinfo", "nn.functional.relu", "op"]),
     ('threshold_backward', ["opinfo", "nn.functional.relu", "grad"]),
     ('mm', ["opinfo", "mm", "op"]),
@@ -24,8 +24,8 @@ CASES = [
     ('sum.dim_IntList', ["opinfo", "sum", "op"]),
     ('fill_.Scalar', ["expr", "lambda d: torch.empty(4, 6, device=d).fill_(2.5)"]),
     ('fill_.Scalar', ["expr", "lambda d: torch.empty(3, 3, dtype=torch.int64, device=d).fill_(7)"]),
-    ('zero_', ["expr", "lambda d: torch.randn(5, 5, device=d).zero_()"]),
-    ('copy_', ["expr", "lambda d: torch.randn(4, 6, device=d).t().contiguous()"]),
+    ('zero_', ["expr", "lambda d: torch.randn(5, 5).to(d).zero_()"]),
+    ('copy_', ["expr", "lambda d: torch.randn(4, 6).to(d).t().contiguous()"]),
 ]
 
 test_vendor_kernel_matches_cpu = vendor_ops.kernel_test(CASES)

@@ -33,8 +33,8 @@ CASES = [
     ('nll_loss_backward', ["opinfo", "nn.functional.nll_loss", "grad"]),
     ('index_select', ["opinfo", "index_select", "op"]),
     ('embedding_dense_backward', ["opinfo", "nn.functional.embedding", "grad"]),
-    ('copy_', ["expr", "lambda d: torch.randn(4, 6, device=d).t().contiguous()"]),
-    ('copy_', ["expr", "lambda d: torch.randn(4, 6, device=d).to(torch.float64)"]),
+    ('copy_', ["expr", "lambda d: torch.randn(4, 6).to(d).t().contiguous()"]),
+    ('copy_', ["expr", "lambda d: torch.randn(4, 6).to(d).to(torch.float64)"]),
 ]
 
 test_vendor_kernel_matches_cpu = vendor_ops.kernel_test(CASES)

@@ -101,8 +101,25 @@ def _prep_threshold_bwd(grad_output, self, threshold):
 
 
 # ---- binary
+def _is_bool(value) -> bool:
+    return value.dtype == torch.bool if isinstance(value, torch.Tensor) else isinstance(value, bool)
+
+
+def _sub_check(self, other) -> None:
+    """torch's sub_check, which runs in aten's shared meta function, not in the kernels: a backend
+    with its own sub kernel must refuse bool operands itself, with torch's words."""
+    if _is_bool(self) and _is_bool(other):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.")
+    if _is_bool(self) or _is_bool(other):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
 def _addsub(op):
     def prep(self, other, *, alpha=1):
+        if op == "sub":
+            _sub_check(self, other)
         rdt = promote(self, other)
         if alpha == 1 and not isinstance(alpha, bool):
             return op, [self, other], rdt, compute_code(rdt)
@@ -349,6 +366,7 @@ def _shift(op):
 
 
 def _prep_rsub(self, other, *, alpha=1):
+    _sub_check(self, other)
     rdt = promote(self, other)
     return "sub_alpha", [other, self, alpha], rdt, compute_code(rdt)
 

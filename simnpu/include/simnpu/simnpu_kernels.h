@@ -16,9 +16,11 @@
  *  - errors in argument checking throw c10::Error (TORCH_CHECK) before
  *    anything is queued.
  *  - random kernels read/advance the generator through the generic
- *    GeneratorImpl get_state/set_state API; the device generator's state is
- *    laid out as the CPU (mt19937) generator's, so a seeded device draws the
- *    same numbers as a seeded CPU. A CPU generator passed explicitly is used as is.
+ *    GeneratorImpl get_state/set_state API; the device generator's state begins
+ *    with the CPU (mt19937) generator's layout (its first CPU-state bytes; the
+ *    chip's Philox offset follows), so a seeded device draws the same numbers as
+ *    a seeded CPU; set_state with the CPU layout alone keeps the offset. A CPU
+ *    generator passed explicitly is used as is.
  */
 #pragma once
 

@@ -160,11 +160,14 @@ void with_cpu_generator(const at::Generator& gen_in, const std::function<void(at
     fn(gen);
     return;
   }
-  // Device generator: its state has the CPU (mt19937) layout. Hold its lock
-  // across read-advance-write so concurrent draws stay consistent.
+  // Device generator: its state begins with the CPU (mt19937) layout, which is lent to a
+  // CPU generator; the bytes after it (the chip's own counters) stay as they are, since
+  // set_state with the CPU layout alone leaves them. Hold its lock across
+  // read-advance-write so concurrent draws stay consistent.
   std::lock_guard<std::mutex> lock(gen.mutex());
   at::Generator cpu = at::make_generator<at::CPUGeneratorImpl>();
-  cpu.set_state(gen.get_state());
+  const int64_t host_bytes = cpu.get_state().numel();
+  cpu.set_state(gen.get_state().narrow(0, 0, host_bytes).clone());
   fn(cpu);
   gen.set_state(cpu.get_state());
 }

@@ -196,7 +196,9 @@ class ChipRandomOnHost {
       }
       lock_.emplace(chip_.mutex());
       host_ = at::make_generator<at::CPUGeneratorImpl>();
-      host_.set_state(chip_.get_state());
+      // The chip generator's state begins with the CPU layout (its Philox offset follows).
+      const at::Tensor chip_state = chip_.get_state();
+      host_.set_state(chip_state.narrow(0, 0, host_.get_state().numel()).clone());
       slot = c10::IValue(host_);
       return;
     }

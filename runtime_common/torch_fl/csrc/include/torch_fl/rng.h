@@ -1,12 +1,14 @@
 // The chip's default random generator. Two sources of numbers share one seed:
 // - the CPU generator's state (mt19937 + normal cache), so vendor kernels can draw with ATen's CPU
-//   sampling code and a seeded chip draws exactly what a seeded CPU draws. get_state() and
-//   set_state() are that state alone, in the CPU layout: the vendor's contract;
+//   sampling code and a seeded chip draws exactly what a seeded CPU draws. get_state() begins
+//   with that state, in the CPU layout (the vendor's contract: lend those bytes to a CPU
+//   generator and write its state back with set_state);
 // - a Philox counter offset, as CUDA's generator keeps, for kernels that draw on the chip itself
 //   (the Triton random family), keyed by the same seed: each call reserves `increment` counters
 //   and advances the offset (get_offset / set_offset), so calls never reuse numbers. Reseeding
-//   restarts it; set_state leaves it (a vendor kernel writing its CPU state back must not rewind
-//   it). The device module's get_rng_state / set_rng_state carry both.
+//   restarts it. get_state() ends with it (8 bytes), so `Generator.get_state`/`set_state` and
+//   the device module's get_rng_state / set_rng_state restore both streams; set_state with the
+//   CPU layout alone leaves it (a vendor kernel writing its CPU state back must not rewind it).
 #pragma once
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -22,6 +24,8 @@ class DeviceGenerator final : public at::CPUGeneratorImpl {
   std::shared_ptr<DeviceGenerator> clone() const;
 
   void set_current_seed(uint64_t seed) override;
+  // State: the host (CPU) generator's bytes followed by the 8-byte Philox offset.
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
   void set_state(const c10::TensorImpl& new_state) override;
   void set_offset(uint64_t offset) override { philox_offset_ = offset; }
   uint64_t get_offset() const override { return philox_offset_; }
