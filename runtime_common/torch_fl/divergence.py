@@ -21,16 +21,21 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-__all__ = ["Divergence", "DivergenceReport", "DivergenceMode", "check"]
+__all__ = ["RANDOM_OPS", "Divergence", "DivergenceReport", "DivergenceMode", "check"]
 
-# Values not defined to agree between two devices (random draws, uninitialised memory).
-_UNCOMPARED = frozenset([
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted",
-    "resize_", "set_", "uniform_", "normal", "normal_", "bernoulli", "bernoulli_", "random_",
+# aten ops (base names) whose results are random draws: a chip's generator need not reproduce
+# the CPU's stream (CUDA's does not), so their values are not defined to agree.
+RANDOM_OPS = frozenset([
+    "uniform_", "normal", "normal_", "bernoulli", "bernoulli_", "random_",
     "exponential_", "geometric_", "log_normal_", "cauchy_", "multinomial", "randperm", "rand",
     "randn", "randint", "rand_like", "randn_like", "randint_like", "native_dropout", "poisson",
     "binomial", "_standard_gamma", "rrelu_with_noise", "_fused_dropout", "fractional_max_pool2d",
     "fractional_max_pool3d", "_philox_engine_inputs",
+])
+# Values not defined to agree between two devices: random draws and uninitialised memory.
+_UNCOMPARED = RANDOM_OPS | frozenset([
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted",
+    "resize_", "set_",
 ])
 
 
