@@ -123,23 +123,45 @@ def _probe_out_of_tree(entry) -> BackendInfo:
     return BackendInfo(entry.name, entry.value.split(":")[0], count > 0, count, None, error, kind="out-of-tree")
 
 
-def init(verbose: bool = False, check_autograd: bool = True) -> dict[str, BackendInfo]:
+def init(verbose: bool = False, check_autograd: bool = True, chips: list[str] | None = None) -> dict[str, BackendInfo]:
     """Discover the installed backends, register and probe each; idempotent.
 
     Generated backends are found through the `torch_fl.backends` entry points (each also has a
     `torch.backends` one, through which `import torch` loads it), native chips (CUDA, ROCm: the
     packages of `integration: native` specs) through `torch_fl.native`; other `torch.backends`
     entry points are reported too. Returns chip name -> BackendInfo.
+    `chips`: the generated chips to register (the others are probed, not registered). Without
+    it, a chip registers unless torch drives a native accelerator in this process, where a
+    registered chip would break autograd on it (torch_fl.coexistence): there it is reported
+    unavailable with that reason until asked for by name.
     Installs the autograd device check (torch_fl.autograd_check) unless `check_autograd` is
     False or TORCH_FL_AUTOGRAD_CHECK=0. Steps are logged at DEBUG on logger "torch_fl".
     """
+    from . import coexistence
+
     if verbose:
         logging.basicConfig(level=logging.DEBUG)
     generated = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
     log.debug("torch_fl: entry points %s: %s", ENTRY_POINT_GROUP, [e.name for e in generated] or "none")
+    if chips is not None:
+        unknown = sorted(set(chips) - {e.name for e in generated})
+        if unknown:
+            raise ValueError(f"torch_fl.init(chips=...): no generated backend named {', '.join(unknown)}; "
+                             f"installed: {sorted(e.name for e in generated) or 'none'} "
+                             "(build one with torchfl-gen build SPEC)")
     for entry in generated:
-        if entry.name not in _backends or not _backends[entry.name].available:
+        if entry.name in _backends and _backends[entry.name].available:
+            continue
+        registered = torch._C._get_privateuse1_backend_name() == entry.name
+        if chips is not None:
+            wanted, why = entry.name in chips, "not among init(chips=...)"
+        else:
+            wanted, why = coexistence.autoload_decision(entry.name)
+        if registered or wanted:
             _backends[entry.name] = _probe(entry)
+        else:
+            log.debug("torch_fl: %s not registered: %s", entry.name, why)
+            _backends[entry.name] = BackendInfo(entry.name, entry.value, False, 0, None, f"not registered: {why}")
     others = [e for e in metadata.entry_points(group="torch.backends") if e.name not in {g.name for g in generated}]
     log.debug("torch_fl: other torch.backends entry points: %s", [e.name for e in others] or "none")
     for entry in others:
@@ -154,15 +176,20 @@ def init(verbose: bool = False, check_autograd: bool = True) -> dict[str, Backen
 
 
 def set_default_device(device: str | torch.device) -> torch.device:
-    """Make `device` the default for tensor creation (after init()); errors if it is unusable."""
-    device = torch.device(device)
-    if device.type not in ("cpu", "cuda", "meta"):
-        info = init().get(device.type)
+    """Make `device` the default for tensor creation; a generated chip named here is registered
+    first (where torch drives a native accelerator too, this is how a chip is asked for:
+    torch_fl.coexistence). Errors if it is unusable."""
+    text = str(device)
+    kind = text.split(":", 1)[0]   # torch.device() cannot parse a chip's name before it registers
+    if kind not in ("cpu", "cuda", "meta"):
+        generated = {e.name for e in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+        info = (init(chips=[kind]) if kind in generated else init()).get(kind)
         if info is None:
-            raise RuntimeError(f"no torch_fl backend provides device '{device.type}'; "
+            raise RuntimeError(f"no torch_fl backend provides device '{kind}'; "
                                f"installed: {sorted(init()) or 'none'} (build one with torchfl-gen build SPEC)")
         if not info.available:
-            raise RuntimeError(f"device '{device.type}' is not available: {info.error or 'no devices'}")
+            raise RuntimeError(f"device '{kind}' is not available: {info.error or 'no devices'}")
+    device = torch.device(text)
     torch.set_default_device(device)
     return device
 

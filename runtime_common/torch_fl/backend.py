@@ -25,6 +25,7 @@ class ChipBackend:
         self.triton_status = "not enabled"
         self._failed_step: str | None = None  # the first registration error, reported on every later attempt
         self._load_error: str | None = None   # why autoload failed, for torch_fl's doctor
+        self.deferred: str | None = None      # why autoload left the chip unregistered (coexistence)
         self._keep_alive: list = []            # torch.library registrations (Triton ops, GradScaler kernels)
 
     def _extension(self) -> ModuleType:
@@ -49,6 +50,10 @@ class ChipBackend:
             self._failed_step = f"{type(error).__name__}: {error}"
             raise
         self.registered = True
+        self.deferred = None
+        from . import coexistence
+
+        coexistence.after_register(self.spec.CHIP)
 
     def _register_steps(self) -> None:
         import torch
@@ -101,7 +106,18 @@ class ChipBackend:
         distributed.register_chip_backend(self.spec, self._extension())
 
     def autoload(self) -> None:
-        """The entry point `import torch` runs: a broken backend must not break torch."""
+        """The entry point `import torch` runs: a broken backend must not break torch, and a chip
+        beside a native accelerator waits to be asked (torch_fl.coexistence)."""
+        from . import coexistence
+
+        try:
+            load, why = coexistence.autoload_decision(self.spec.CHIP)
+        except Exception as error:  # a malformed TORCH_FL_CHIPS: said, and the chip stays out
+            load, why = False, str(error)
+            warnings.warn(f"{self.spec.CHIP} backend ({self.package}) not loaded: {why}", stacklevel=3)
+        if not load:
+            self.deferred = why
+            return
         try:
             self.register()
         except Exception as error:  # reported, not raised: torch itself must stay importable
@@ -114,5 +130,5 @@ class ChipBackend:
         if self._load_error is not None:
             return self._load_error
         if not self.registered:
-            return "not registered"
+            return f"not registered: {self.deferred}" if self.deferred else "not registered"
         return self._extension()._driver_load_error() or None

@@ -240,7 +240,33 @@ def check_environment(only: str | None = None) -> list[Finding]:
     if not generated and only is None:
         findings.append(Finding("backend", "warn", "torch_fl", "no generated backend installed",
                                 "build one: torchfl-gen build specs/<chip>.yaml"))
+    findings.extend(_coexistence_findings(sorted(names)))
     return findings
+
+
+def _coexistence_findings(chips: list[str]) -> list[Finding]:
+    """A generated chip beside a native accelerator (torch_fl.coexistence): left out at import,
+    or registered, in which case backward over the native device's tensors is refused."""
+    import torch
+
+    from . import coexistence
+
+    native = coexistence.native_accelerators()
+    if not native or not chips:
+        return []
+    devices = ", ".join(native)
+    registered = torch._C._get_privateuse1_backend_name()
+    if registered in chips:
+        return [Finding("coexistence", "warn", registered,
+                        f"registered beside {devices}: torch takes '{registered}' as its one accelerator, so backward "
+                        f"over {devices} tensors is refused in this process ({coexistence.UPSTREAM_ISSUE})",
+                        f"run {devices} training in a process without the chip: `import torch` leaves it out there "
+                        f"unless {coexistence.ENV} or torch_fl.init(chips=[...]) asks for it",
+                        {"native": list(native), "chip": registered})]
+    return [Finding("coexistence", "info", ", ".join(chips),
+                    f"beside {devices}: `import torch` leaves the chip(s) unregistered, so {devices} work is "
+                    f"untouched; ask for one with torch_fl.init(chips=[...]), torch_fl.set_default_device(<chip>) or "
+                    f"{coexistence.ENV}=<chip>", None, {"native": list(native)})]
 
 
 # -- workload ------------------------------------------------------------------------------------

@@ -61,11 +61,11 @@ def chip() -> ChipSuite:
 
 
 def pytest_configure(config):
-    import os
-
     config.addinivalue_line("markers", "vendor_op(name): checks the vendor kernel of one aten op")
-    if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD") == "0" and not hasattr(torch, chip().spec.CHIP):
-        chip().package()._register()  # autoload is off: register the backend as a script would
+    if not hasattr(torch, chip().spec.CHIP):
+        # Autoload is off, or left the chip out beside a native accelerator (torch_fl.coexistence):
+        # the suite asks for its chip, as a script would.
+        chip().package()._register()
     if chip().set_default_dtype:
         # The chip has no float32: tensors made without a dtype must be of its float to live on it.
         torch.set_default_dtype(getattr(torch, chip().float_dtype))
