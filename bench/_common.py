@@ -40,10 +40,31 @@ def environment() -> dict:
     return env
 
 
+NATIVE_TYPES = ("cpu", "cuda", "meta", "mps", "xpu")
+
+
+def ask_for_chip(device: str) -> None:
+    """Registers the generated chip a device string names ("nvgpu", "npu:1"); a native device
+    type is left alone. Beside a native accelerator `import torch` leaves chips unregistered
+    until asked (torch_fl.coexistence)."""
+    kind = device.split(":", 1)[0]
+    if kind not in NATIVE_TYPES:
+        import torch_fl
+
+        torch_fl.init(chips=[kind])
+
+
 def chip_available(name: str) -> bool:
-    """Whether `torch.<name>` exists and has a device (a generated backend is installed)."""
+    """Whether `torch.<name>` exists and has a device (a generated backend is installed). Naming a
+    chip asks for it: beside a native accelerator `import torch` leaves chips unregistered until
+    asked (torch_fl.coexistence)."""
     import torch
 
+    if not hasattr(torch, name):
+        try:
+            ask_for_chip(name)
+        except Exception:  # noqa: BLE001 - not installed: reported below as absent
+            print(f"# torch_fl has no chip {name}: {sys.exc_info()[1]}", file=sys.stderr)
     module = getattr(torch, name, None)
     try:
         return bool(module is not None and module.is_available())

@@ -49,12 +49,14 @@ BATCHES = 2           # distinct batches, cycled through by step number (the sam
 SEED = 0
 
 NATIVE_WORKER_NOTE = (
-    "The native worker runs with TORCH_DEVICE_BACKEND_AUTOLOAD=0, so the chip's backend is not "
-    "loaded in it: once a PrivateUse1 backend is registered, torch's autograd engine takes "
-    "PrivateUse1 as the accelerator and native CUDA backward asserts (opt_ready_stream && "
-    "opt_parent_stream, torch/csrc/autograd/engine.cpp). Each device therefore runs in a process "
-    "of its own; each row records the native worker's PrivateUse1 backend name "
-    "(native_privateuse1_backend, 'privateuseone' when none is loaded).")
+    "The native worker runs with TORCH_FL_CHIPS=none, so no generated chip is registered in it: "
+    "the native device's baseline is that of a process without the chip. (Where torch drives a "
+    "native accelerator, `import torch` leaves chips out by default anyway: a registered "
+    "PrivateUse1 backend becomes torch's one accelerator, and native CUDA backward would then "
+    "fail in torch's autograd engine, pytorch/pytorch#161129; torch_fl.coexistence.) The chip "
+    "worker asks for its chip with torch_fl.init(chips=[...]). Each row records the native "
+    "worker's PrivateUse1 backend name (native_privateuse1_backend, 'privateuseone' when none "
+    "is loaded).")
 LOSS_NOTE = (
     "step-0 loss: one forward in eval() mode (dropout off; gradients on, so no inference fast "
     "path) on the first batch before training, in the precision's autocast: deterministic on "
@@ -390,6 +392,8 @@ def serve(args) -> None:
     precision, optimizer = args.precision[0], args.optimizer[0]  # one of each per worker
     if is_chip:
         import torch_fl
+
+        _common.ask_for_chip(device)
     saved = torch.load(args.inputs, weights_only=True)
     model = _load_model(args.model, args.size, saved, device)
     batches = [_to_device(b, device) for b in saved["batches"]]
@@ -510,8 +514,8 @@ def block_sizes(steps: int, blocks: int) -> list[int]:
 def _start_worker(args, role: str, device: str, model: str, precision: str, optimizer: str,
                   inputs: Path) -> Worker:
     env = dict(os.environ, TRANSFORMERS_VERBOSITY="error")
-    if role == "native":  # the chip not loaded: see NATIVE_WORKER_NOTE
-        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    if role == "native":  # no chip registered: see NATIVE_WORKER_NOTE
+        env["TORCH_FL_CHIPS"] = "none"
     argv = [sys.executable, __file__, "--worker", device, "--role", role, "--model", model, "--size", args.size,
             "--precision", precision, "--optimizer", optimizer, "--warmup", str(args.warmup),
             "--inputs", str(inputs)]
@@ -668,7 +672,7 @@ def report(args, results: dict) -> dict:
               "precisions": args.precision, "optimizers": args.optimizer, "warmup": args.warmup,
               "steps_per_device": args.steps, "blocks": block_sizes(args.steps, args.blocks),
               "timeout_s": args.timeout, "results": results, "summary": summary(results),
-              "native_worker_env": {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+              "native_worker_env": {"TORCH_FL_CHIPS": "none"},
               "notes": [NATIVE_WORKER_NOTE, LOSS_NOTE, TIMING_NOTE]}
     header = ["model", "size", "precision", "optimizer", f"{args.chip} ms", f"{args.native} ms", "ratio",
               "host ratio", "step-0 loss rel. diff", "last loss rel. diff", "CPU fallbacks", "status"]

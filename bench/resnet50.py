@@ -49,6 +49,7 @@ def worker(args) -> None:
     import torch
     import torchvision
 
+    _common.ask_for_chip(args.worker)
     torch.manual_seed(0)
     model = torchvision.models.resnet50().to(args.worker)
     if args.channels_last:
@@ -116,9 +117,10 @@ def run(args) -> dict:
     """Two worker processes, one per device, alternating blocks of timed steps.
 
     Not one process: once a PrivateUse1 backend is registered, torch's autograd engine
-    takes PrivateUse1 as *the* accelerator, and native CUDA backward asserts
-    (`opt_ready_stream && opt_parent_stream`, torch/csrc/autograd/engine.cpp). The native
-    worker therefore runs with TORCH_DEVICE_BACKEND_AUTOLOAD=0 (the chip not loaded)."""
+    takes PrivateUse1 as *the* accelerator, and native CUDA backward fails
+    (pytorch/pytorch#161129; torch_fl.coexistence refuses it with a clear error). The native
+    worker runs with TORCH_FL_CHIPS=none (no chip registered, as in a process without the
+    chip); the chip worker asks for its chip by name."""
     import json
     import os
     import subprocess
@@ -129,7 +131,7 @@ def run(args) -> dict:
         for device in (args.chip, args.native):
             env = dict(os.environ)
             if device == args.native:
-                env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+                env["TORCH_FL_CHIPS"] = "none"
             cmd = [sys.executable, __file__, "--worker", device, "--precision", precision, "--batch", str(args.batch),
                    "--warmup", str(args.warmup)] + (["--channels-last"] if args.channels_last else []) \
                 + (["--explain"] if device == args.chip else [])

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the nvgpu backend on a CUDA machine, runs its generated suite, then the
 # benchmarks. Usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]
-# Stages: setup build install test random collectives fast native triton bench sweep models npu (default: all
-# but install, collectives, sweep, models and npu;
+# Stages: setup build install test random collectives coexist fast native triton bench sweep models npu (default:
+# all but install, collectives, coexist, sweep, models and npu;
 # install is a plain build, for a run that needs the backend but not the build times). Logs and results JSON land in OUTDIR.
 set -u
 out=${1:?usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]}
@@ -73,6 +73,22 @@ if has collectives; then
   done
   timeout 150 python3 bench/collectives.py --chip nvgpu --ranks 1 --iters 20 --out "$out/collectives-nvgpu-1rank.json" \
     2>&1 | tee "$out/collectives-bench.log"
+  pack
+fi
+
+if has coexist; then
+  # Do no harm (torch_fl.coexistence): with torch-fl-nvgpu installed, the same script trains on
+  # native cuda (the chip left out at import) and on nvgpu (asked for by set_default_device), in
+  # separate processes; a cuda backward in a process that asked for nvgpu is refused by name.
+  { python3 -m torch_fl doctor 2>&1 | grep -iE "coexist|nvgpu" ;
+    timeout 120 python3 examples/train_resnet_stem.py --device cuda --epochs 1 ;
+    timeout 120 python3 examples/train_resnet_stem.py --device nvgpu --epochs 1 ;
+    timeout 60 python3 -c "import torch, torch_fl; print('nvgpu registered at import:', hasattr(torch, 'nvgpu'))
+x = torch.ones(3, device='cuda', requires_grad=True); (x * 2).sum().backward(); print('cuda backward ok', x.grad.tolist())
+torch_fl.init(chips=['nvgpu'])
+try:
+    (torch.ones(3, device='cuda', requires_grad=True) * 2).sum().backward(); print('UNEXPECTED: no error')
+except torch_fl.coexistence.NativeBackwardError as e: print('refused:', str(e)[:160])" ; } 2>&1 | tee "$out/coexist.log"
   pack
 fi
 

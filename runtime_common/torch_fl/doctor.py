@@ -549,6 +549,10 @@ def _register_one(backend: str | None, findings: list[Finding]) -> None:
 
     if torch._C._get_privateuse1_backend_name() != "privateuseone":
         return
+    from . import coexistence
+
+    if backend is None and coexistence.native_accelerators():
+        return  # beside a native accelerator a chip waits to be asked: the script asks, or --backend does
     healthy = [f.subject for f in findings if f.check == "devices" and f.status == "ok"]
     chosen = backend or next(iter(healthy), None)
     for entry in metadata.entry_points(group="torch_fl.backends"):

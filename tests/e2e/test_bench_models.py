@@ -85,7 +85,7 @@ def test_the_sweep_runs_both_workers_and_reports_a_missing_package_as_skipped(mo
     assert gpt2["native_privateuse1_backend"] == "privateuseone"  # the native worker loaded no chip
     assert record["summary"]["fp32/adamw"]["models"] == 1
     assert "summary fp32/adamw: median ratio" in printed
-    assert any("TORCH_DEVICE_BACKEND_AUTOLOAD=0" in note for note in record["notes"])
+    assert any("TORCH_FL_CHIPS=none" in note for note in record["notes"])
 
 
 def test_models_past_the_timeout_are_reported_failed_and_the_sweep_goes_on(capsys):

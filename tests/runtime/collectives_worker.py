@@ -25,6 +25,10 @@ import torch.distributed as dist
 import torch_fl  # noqa: F401  (the chip's backend)
 
 CHIP = os.environ.get("TEST_CHIP", "npu")
+if "TEST_CHIP" in os.environ:  # a chip beside a native accelerator is registered when asked for
+    import torch_fl as _torch_fl
+
+    _torch_fl.init(chips=[CHIP])
 if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD") == "0":   # several backends installed: this one
     import importlib
 

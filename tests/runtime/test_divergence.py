@@ -13,6 +13,10 @@ import torch
 import torch_fl.divergence as divergence
 
 CHIP = os.environ.get("TEST_CHIP", "npu")
+if "TEST_CHIP" in os.environ:  # a chip beside a native accelerator is registered when asked for
+    import torch_fl as _torch_fl
+
+    _torch_fl.init(chips=[CHIP])
 if CHIP == "npu":
     pytestmark = pytest.mark.usefixtures("npu_backend")
 

@@ -320,7 +320,10 @@ def _nvgpu():
         import torch_fl_nvgpu
     except ImportError:
         return None
-    return torch_fl_nvgpu if torch.cuda.is_available() and hasattr(torch, "nvgpu") else None
+    if not torch.cuda.is_available():
+        return None
+    torch_fl_nvgpu._register()  # beside CUDA the chip registers when asked (torch_fl.coexistence)
+    return torch_fl_nvgpu
 
 
 needs_nvgpu = pytest.mark.skipif(_nvgpu() is None, reason="needs the nvgpu backend on a GPU: "
