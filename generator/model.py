@@ -182,12 +182,15 @@ class OpEntry:
     require_vendor: bool
     signature: OpSignature
     line: int                           # line in the spec, for error messages pointing back
+    dtypes: tuple[str, ...] | None = None  # the kernel's dtypes; others take `fallback`; None: all
 
     def __post_init__(self):
         if any(step not in FALLBACK_STEPS for step in self.fallback):
             raise ValueError(f"{self.name}: unknown fallback step in {self.fallback}")
         if self.require_vendor and (self.kernel is None or self.fallback):
             raise ValueError(f"{self.name}: 'require: vendor' needs a kernel and no fallback")
+        if self.dtypes is not None and (self.kernel is None or not self.dtypes):
+            raise ValueError(f"{self.name}: 'dtypes' needs a kernel and at least one dtype")
 
     @property
     def cpp_ident(self) -> str:

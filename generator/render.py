@@ -132,6 +132,9 @@ class VendorWrapper:
     call: str            # the kernel call
     written: tuple[str, ...]  # tensors the kernel writes: refused when they carry a math bit
     note_missing: str    # the registration's call when the library lacks the kernel
+    dtype_arg: str | None = None      # `ops.<op>.dtypes`: the tensor whose dtype is checked
+    dtype_enums: tuple[str, ...] = ()  # ... against these c10::ScalarType enumerators
+    declined: str = ""   # the statement a declined dtype runs: the op's chain, or the located error
 
 
 def _guard_arg(op: OpEntry) -> str | None:
@@ -162,8 +165,28 @@ def vendor_wrappers(spec: ChipSpec) -> list[VendorWrapper]:
         note_missing = cpp_call("torch_fl::note_missing_kernel", [
             cpp_string(op.name), cpp_string(op.kernel), str(op.line), "true" if op.require_vendor else "false"],
             before="    ", indent="    ")
+        dtype_arg, enums, declined = None, (), ""
+        if op.dtypes is not None:
+            dtype_arg = next(a.name for a in sig.arguments if a.cpp_type.replace(" ", "") in
+                             ("constat::Tensor&", "at::Tensor&"))
+            enums = tuple(DTYPE_ENUM[d] for d in op.dtypes)
+            if op.fallback:
+                # The wrapper's own argument types: SymInt ones, or the plain ones the C++ API takes.
+                caller = "call_fallback_fn_symint" if any("SymInt" in a.cpp_type for a in sig.arguments) \
+                    else "call_fallback_fn"
+                declined = "return " + cpp_call(
+                    f"at::native::{caller}<&torch_fl::vendor_declined, at::_ops::{op.cpp_ident}>::call",
+                    [a.name for a in sig.arguments], before="    return ", indent="    ") + ";"
+            else:
+                declined = cpp_call("TORCH_CHECK_NOT_IMPLEMENTED", [
+                    "false", cpp_string(f"aten::{op.name} on chip '{spec.chip.name}': its vendor kernel "
+                                        f"{op.kernel} computes in {', '.join(op.dtypes)} ({spec.source_display}:"
+                                        f"{op.line}), not "), f"{dtype_arg}.scalar_type()",
+                    cpp_string(", and the op has no fallback chain; give it one there: `fallback: [cpu]`")],
+                    before="    ", indent="    ") + ";"
         wrappers.append(VendorWrapper(op=op, decl=decl, guard_arg=_guard_arg(op), call=call,
-                                      written=sig.written_tensors, note_missing=note_missing))
+                                      written=sig.written_tensors, note_missing=note_missing,
+                                      dtype_arg=dtype_arg, dtype_enums=enums, declined=declined))
     return wrappers
 
 

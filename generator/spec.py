@@ -116,6 +116,7 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes,
             require_vendor=entry.get("require") == "vendor",
             signature=torch_ops.signature(name),
             line=doc.key_loc(where)[0],
+            dtypes=tuple(entry["dtypes"]) if "dtypes" in entry else None,
         ))
     fb = d["fallback"]
     amp = d.get("amp")

@@ -48,6 +48,12 @@ def entry_errors(doc: YamlDocument, ops: dict, prefix: tuple) -> list[SpecError]
             elif isinstance(entry.get("fallback"), list) and entry["fallback"]:
                 out.append(doc.error((*prefix, op, "fallback"), "'require: vendor' forbids a fallback",
                                      at="key"))
+        if isinstance(entry.get("dtypes"), list) and "kernel" not in entry:
+            # (A dtype the chip lacks is harmless there: the kernel never sees it, and a driver
+            # overlay may change the chip's dtypes without restating each kernel's.)
+            out.append(doc.error((*prefix, op, "dtypes"), "'dtypes' says which dtypes the vendor kernel "
+                                 "computes in, and this op has no 'kernel'", at="key",
+                                 hint="name the vendor kernel, or drop 'dtypes'"))
         chain = entry.get("fallback")
         if isinstance(chain, list) and "triton" in chain and torch_ops.lookup(op) is not None:
             supported = _triton_supported_ops()

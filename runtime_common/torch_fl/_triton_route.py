@@ -10,7 +10,7 @@ log = logging.getLogger("torch_fl")
 
 def enable(chip: str, ops: Iterable[str], note_path: Callable[[str, str], None], mode: str,
            next_step: Callable | None = None, native_stream: Callable[[], int] | None = None,
-           backend=None):
+           backend=None, declined: Iterable[str] = ()):
     """Route `ops` to Triton at the chip's PrivateUse1 key; returns the torch.library
     handles (keep them alive) or None with the reason logged when Triton is unavailable.
 
@@ -20,15 +20,17 @@ def enable(chip: str, ops: Iterable[str], note_path: Callable[[str, str], None],
     each kernel is launched on it (the chip's driver is then the GPU runtime Triton
     targets, e.g. the CUDA runtime for `nvgpu`). `backend`, the chip's extension module:
     in compile mode its C++ kernel fronts the pointwise ops and replays their launches
-    (torch_fl._triton_fast)."""
+    (torch_fl._triton_fast). `declined`: vendor ops whose kernel computes in some dtypes only;
+    their Triton kernels register as `torchfl_<chip>_declined::<op>` (aten's schema), which the
+    vendor wrapper calls for the other dtypes (csrc: torch_fl::vendor_declined)."""
     if mode == "interpret":
         # The chip is not a Triton target (e.g. a simulated device): run the
         # kernels in Triton's interpreter, which must be chosen before import.
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from . import triton_ops
 
-    ops = sorted(set(ops))
-    if not ops:
+    ops, declined = sorted(set(ops)), sorted(set(declined))
+    if not ops and not declined:
         return None, "no ops routed to triton"
     if not triton_ops.available():
         reason = "Triton is not available (not installed, or no GPU and TRITON_INTERPRET unset)"
@@ -55,9 +57,29 @@ def enable(chip: str, ops: Iterable[str], note_path: Callable[[str, str], None],
     for op in ops:
         if op not in fronted:
             library.impl(op, kernel_of(op), "PrivateUse1")
+    mirrors += _declined_mirrors(chip, declined, kernel_of)
     log.debug("torch_fl: %s: %d op(s) routed to the Triton kernels (%s mode)", chip, len(ops), mode)
     launched = f"{len(fronted)} launched from C++" if fronted else f"none launched from C++: {why_not}"
-    return [library, *mirrors], f"{len(ops)} op(s) on Triton ({mode}; {launched})"
+    extra = f"; {len(declined)} vendor op(s)' other dtypes" if declined else ""
+    return [library, *mirrors], f"{len(ops)} op(s) on Triton{extra} ({mode}; {launched})"
+
+
+def _declined_mirrors(chip: str, ops: list[str], kernel_of: Callable[[str], Callable]) -> list:
+    """`torchfl_<chip>_declined::<op>`: the op's schema, its Triton kernel at PrivateUse1."""
+    if not ops:
+        return []
+    import torch
+
+    namespace = f"torchfl_{chip}_declined"
+    definitions = torch.library.Library(namespace, "DEF")
+    implementations = torch.library.Library(namespace, "IMPL")
+    for op in ops:
+        name, _, overload = op.partition(".")
+        text = str(torch._C._get_schema("aten::" + name, overload))
+        mirror = op.replace(".", "_")
+        definitions.define(mirror + text[text.index("("):])
+        implementations.impl(mirror, kernel_of(op), "PrivateUse1")
+    return [definitions, implementations]
 
 
 # Ops torch lets through its Conjugate and Negative dispatch keys (the fallthrough lists of

@@ -76,13 +76,14 @@ class ChipBackend:
         from . import routes
 
         ops = routes.triton_ops(self.spec, missing_kernels=_C._missing_kernel_ops())
-        if not ops:
+        declined = routes.declined_ops(self.spec)
+        if not ops and not declined:
             return
         from . import _triton_route
 
         library, self.triton_status = _triton_route.enable(
             self.spec.CHIP, ops, _C._note_path, self.spec.TRITON_MODE, _C._next_step, _C._current_native_stream,
-            backend=_C)
+            backend=_C, declined=declined)
         self._keep_alive.append(library)
         _C._set_triton_status(self.triton_status)
 

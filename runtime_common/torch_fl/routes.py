@@ -33,7 +33,16 @@ def triton_ops(spec: ModuleType, missing_kernels=()) -> set[str]:
             if triton and (kernel is None or op in missing)}
 
 
+def declined_ops(spec: ModuleType) -> set[str]:
+    """Vendor ops whose kernel computes in some dtypes only (`ops.<op>.dtypes`) and whose chain
+    starts with a Triton step that serves them: their Triton kernel takes the other dtypes."""
+    return {op for op in getattr(spec, "KERNEL_DTYPES", {}) if route(spec, op).triton}
+
+
 def allowed_paths(spec: ModuleType, op: str) -> set[str]:
-    """The paths an op may take on the chip: its vendor kernel, or any step of its chain."""
+    """The paths an op may take on the chip: its vendor kernel, or any step of its chain (a
+    vendor op: only when its kernel's `dtypes` leave some dtypes to the chain)."""
     r = route(spec, op)
-    return {"vendor"} if r.kernel is not None else set(r.chain)
+    if r.kernel is None:
+        return set(r.chain)
+    return {"vendor"} | (set(r.chain) if op in getattr(spec, "KERNEL_DTYPES", {}) else set())

@@ -1021,3 +1021,23 @@ def test_build_refuses_an_environment_without_its_build_requirements(tmp_path, m
     result = generate(spec, tmp_path / "pkg")
     with pytest.raises(BuildError, match=r"needs wheel \(not installed\)\. Install them"):
         build_mod.compile_package(spec, result, install=False, verbose=False, progress=lambda _: None)
+
+
+def test_a_kernel_dtype_list_routes_other_dtypes_to_the_chain_or_a_located_error(tmp_path):
+    """`ops.<op>.dtypes`: the wrapper switches on its first tensor's dtype; with a chain the other
+    dtypes go to torch_fl::vendor_declined, without one to an error naming the kernel's dtypes and
+    the spec line; the package's KERNEL_DTYPES lists them for the runtime."""
+    text = edit(("  relu_: {kernel: relu_}", "  relu_: {kernel: relu_, dtypes: [float32, float16]}"))
+    spec = tree_spec(tmp_path / "root", text)
+    files = render(spec, tmp_path / "out")
+    ops_cpp, spec_py = files["csrc/ops.cpp"], files["torch_fl_npu/spec.py"]
+    line = text.splitlines().index("  relu_: {kernel: relu_, dtypes: [float32, float16]}") + 1
+    relu_ = ops_cpp[ops_cpp.index("relu__vendor("):]
+    relu_ = relu_[:relu_.index("static torch_fl::PathCounter")]
+    assert "case c10::ScalarType::Float:" in relu_ and "case c10::ScalarType::Half:" in relu_
+    assert "case c10::ScalarType::Long:" not in relu_
+    assert (f"aten::relu_ on chip 'npu': its vendor kernel relu_ computes in float32, float16 (specs/npu.yaml:{line}), "
+            "not ") in relu_ and "self.scalar_type()" in relu_
+    mm = ops_cpp[ops_cpp.index("at::Tensor mm_vendor("):]
+    assert "call_fallback_fn<&torch_fl::vendor_declined, at::_ops::mm>::call(self, mat2)" in mm[:mm.index("counter")]
+    assert "'relu_': ('float32', 'float16')," in spec_py and "'mm': ('float16', 'bfloat16', 'float32'," in spec_py

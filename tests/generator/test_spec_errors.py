@@ -35,7 +35,7 @@ def test_misspelled_op(tmp_path):
 
 
 def test_unknown_op_without_suggestion(tmp_path):
-    text = edit(("  mm: {kernel: mm}", "  zzqqxx_frob: {kernel: mm}"))
+    text = edit(("  addmm: {kernel: addmm}", "  zzqqxx_frob: {kernel: addmm}"))
     assert errors_of(tmp_path, text) == [
         f"{F}:{line_of(text, 'zzqqxx_frob')}:3: ops: unknown aten op 'zzqqxx_frob'"]
 
@@ -73,7 +73,7 @@ def test_duplicate_key(tmp_path):
 
 
 def test_duplicate_op(tmp_path):
-    text = edit(("  mm: {kernel: mm}", "  mm: {kernel: mm}\n  add.Tensor: {kernel: add}"))
+    text = edit(("  addmm: {kernel: addmm}", "  addmm: {kernel: addmm}\n  add.Tensor: {kernel: add}"))
     first, duplicate = (n for n, line in enumerate(text.splitlines(), 1) if line == "  add.Tensor: {kernel: add}")
     assert errors_of(tmp_path, text) == [
         f"{F}:{duplicate}:3: ops: duplicate key 'add.Tensor' (first defined at line {first})"]
@@ -241,7 +241,7 @@ def test_multiple_errors_collected_in_order(tmp_path):
 
 def test_multiple_yaml_errors_collected(tmp_path):
     text = edit(("    free: simnpuFree\n", "    free: simnpuFree\n    malloc: x\n"),
-                ("  mm: {kernel: mm}", "  mm: {kernel: mm}\n  add.Tensor: {kernel: add}"))
+                ("  addmm: {kernel: addmm}", "  addmm: {kernel: addmm}\n  add.Tensor: {kernel: add}"))
     first_add, duplicate_add = (n for n, line in enumerate(text.splitlines(), 1)
                                 if line == "  add.Tensor: {kernel: add}")
     assert errors_of(tmp_path, text) == [
@@ -315,3 +315,11 @@ def test_a_driver_overlay_without_a_floating_dtype_is_refused(tmp_path):
     (error,) = [e for e in info.value.errors if "floating" in e.message]
     assert error.path == 'driver.versions."2.0".dtypes'
     assert error.line == line_of(text, "      dtypes: [bool, uint8, int8]") and error.hint.startswith("add one of float32")
+
+
+def test_kernel_dtypes_without_kernel(tmp_path):
+    text = edit(("  relu_: {kernel: relu_}", "  relu_: {dtypes: [float32], fallback: [cpu]}"))
+    assert errors_of(tmp_path, text) == [
+        f"{F}:{line_of(NPU_TEXT, '  relu_: {kernel: relu_}')}:11: ops.relu_.dtypes: 'dtypes' says which dtypes the "
+        "vendor kernel computes in, and this op has no 'kernel'"]
+

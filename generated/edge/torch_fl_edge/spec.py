@@ -76,6 +76,10 @@ ROUTES = {
     'zero_': ('zero_', (), False, 78, 'vendor'),
 }
 TRITON_MODE = 'compile'
+# Vendor kernels that compute in some dtypes only (`ops.<op>.dtypes`): a call in another dtype
+# takes the op's chain.
+KERNEL_DTYPES = {
+}
 
 # torch.distributed: the chip's backend, the names it stands in for, options its
 # library does not take, how ranks meet, and how collectives move data: the chip's collective

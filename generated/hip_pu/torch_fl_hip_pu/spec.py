@@ -89,6 +89,10 @@ DEFAULT_ROUTE = (None, ('cpu',), False, None, 'cpu')
 ROUTES = {
 }
 TRITON_MODE = 'compile'
+# Vendor kernels that compute in some dtypes only (`ops.<op>.dtypes`): a call in another dtype
+# takes the op's chain.
+KERNEL_DTYPES = {
+}
 
 # torch.distributed: the chip's backend, the names it stands in for, options its
 # library does not take, how ranks meet, and how collectives move data: the chip's collective

@@ -18,7 +18,7 @@ from torch.utils._pytree import tree_leaves
 
 from torch_fl.testing import suite
 
-__all__ = ["checked_test", "kernel_test"]
+__all__ = ["checked_test", "declined_test", "kernel_test"]
 
 _suite = suite.chip()  # configured by the chip's conftest.py, imported before any test module
 CHIP = _suite.spec.CHIP
@@ -119,6 +119,29 @@ def kernel_test(cases):
             f"the vendor kernel for {aten_op} did not run; paths seen: {fallback_stats()}")
 
     return test_vendor_kernel_matches_cpu
+
+
+def declined_test(cases):
+    """Vendor kernels that compute in some dtypes only (`ops.<op>.dtypes`, the spec's KERNEL_DTYPES):
+    a call in one of the chip's integer dtypes the kernel lacks takes the op's chain, matches the
+    CPU and never reaches the kernel: `test_declined_dtype_takes_the_chain` of the suite."""
+    from torch_fl import routes
+
+    kernel_dtypes = getattr(_suite.spec, "KERNEL_DTYPES", {})
+    chip_dtypes = set(_suite.spec.DTYPES)
+    runs = [(op, case[1], dtype) for op, case in cases if op in kernel_dtypes and case[0] == "opinfo"
+            and case[2] == "op" for dtype in ("int64", "int32")
+            if dtype in chip_dtypes and dtype not in kernel_dtypes[op]
+            and getattr(torch, dtype) in OPINFOS[case[1]].supported_dtypes("cpu")]
+
+    @pytest.mark.parametrize("aten_op,name,dtype_name", runs, ids=[f"{op}-{d}" for op, _, d in runs])
+    def test_declined_dtype_takes_the_chain(aten_op, name, dtype_name, fallback_stats):
+        assert run_opinfo(OPINFOS[name], getattr(torch, dtype_name)) > 0
+        taken = fallback_stats().get(aten_op, {})
+        assert taken and "vendor" not in taken, f"{aten_op} in {dtype_name}: paths {taken}"
+        assert set(taken) <= set(routes.route(_suite.spec, aten_op).chain), taken
+
+    return test_declined_dtype_takes_the_chain
 
 
 def checked_test(unchecked):

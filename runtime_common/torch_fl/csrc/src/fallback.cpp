@@ -1,11 +1,11 @@
 #include <torch_fl/fallback.h>
-
 #include <torch_fl/rng.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/native/CPUFallback.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -280,6 +280,26 @@ void boxed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   note_fallback(key, FallbackPath::cpu);
   ChipRandomOnHost random(op, stack);
   at::native::cpu_fallback(op, stack);
+}
+
+void vendor_declined(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& policy = fallback_policy();
+  const auto& name = op.schema().operator_name();
+  const std::string key = op_key(name);
+  const auto route = policy.routes.find(key);
+  if (route != policy.routes.end() && !route->second.chain.empty() && route->second.chain.front() == "triton") {
+    // Looked up per call: the Triton kernels register after the extension loads, and only
+    // where Triton is available. A declined dtype is the uncommon case.
+    std::string mirror = key;
+    std::replace(mirror.begin(), mirror.end(), '.', '_');
+    const auto handle =
+        c10::Dispatcher::singleton().findOp({"torchfl_" + policy.chip + "_declined::" + mirror, ""});
+    if (handle.has_value()) {
+      handle->callBoxed(stack);
+      return;
+    }
+  }
+  boxed_fallback(op, stack);
 }
 
 }  // namespace torch_fl

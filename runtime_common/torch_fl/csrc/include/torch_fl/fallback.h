@@ -73,4 +73,9 @@ bool strict();
 // The boxed fallback registered for every op without a chip kernel.
 void boxed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// A vendor kernel declined the call's dtype (`ops.<op>.dtypes`): the op's chain instead. Its
+// Triton step is the op's Triton kernel registered as `torchfl_<chip>_declined::<op>` (the same
+// schema, torch_fl._triton_route) when the chain starts with triton; then the CPU step.
+void vendor_declined(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 }  // namespace torch_fl
