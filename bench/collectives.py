@@ -73,6 +73,7 @@ def _worker(rank: int, world: int, port: int, chip: str, sizes: list, warmup: in
     from torch_fl.distributed import StagedProcessGroup
 
     timeout = datetime.timedelta(seconds=300)
+    _common.ask_for_chip(chip)  # a rank process: beside a native accelerator, chips register when asked
     device = torch.device(chip, 0)
     getattr(torch, chip).set_device(device)
     backend = dist.Backend.default_device_backend_map[chip]   # the spec's (npuccl for the npu)
