@@ -1040,4 +1040,4 @@ def test_a_kernel_dtype_list_routes_other_dtypes_to_the_chain_or_a_located_error
             "not ") in relu_ and "self.scalar_type()" in relu_
     mm = ops_cpp[ops_cpp.index("at::Tensor mm_vendor("):]
     assert "call_fallback_fn<&torch_fl::vendor_declined, at::_ops::mm>::call(self, mat2)" in mm[:mm.index("counter")]
-    assert "'relu_': ('float32', 'float16')," in spec_py and "'mm': ('float16', 'bfloat16', 'float32'," in spec_py
+    assert "'relu_': ('float32', 'float16')," in spec_py and "'mm': ('float64', 'float32', 'bfloat16'," in spec_py
