@@ -114,6 +114,11 @@ def test_a_stalled_peer_fails_the_collective_at_the_groups_timeout(tmp_path):
     for r in ranks:
         assert r["error"] is not None, f"rank {r['rank']} finished its collectives although rank 1 stalled"
         assert r["error"]["type"] == "DistBackendError", r["error"]
-    message = ranks[0]["error"]["message"]
-    assert "npuccl rank 0: all_reduce #" in message and "did not complete within 5000 ms" in message, message
+    messages = [r["error"]["message"] for r in ranks]
+    assert all(f"npuccl rank {r['rank']}: all_reduce #" in r["error"]["message"] for r in ranks), messages
+    # Each rank's timeout runs from its own start of the collective: the first to expire reports
+    # it and aborts the communicator, and the other rank may fail on that abort before its own
+    # expires (which rank comes first depends on the host's load).
+    assert any("did not complete within 5000 ms" in m for m in messages), messages
+    assert all("did not complete within 5000 ms" in m or "aborted the communicator" in m for m in messages), messages
     assert ranks[0]["seconds"] < 25, ranks[0]
