@@ -57,6 +57,7 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
         return set(), [], why
     import torch
 
+    from ._triton_route import define_mirror
     from .triton_ops import _pointwise
 
     namespace = f"torchfl_{chip}_triton"
@@ -65,14 +66,7 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
     fronted = set()
     for op in sorted(o for o in ops if replayable(o)):
         name, _, overload = op.partition(".")
-        schema = torch._C._get_schema("aten::" + name, overload)
-        text = str(schema)
-        prefix = f"aten::{op}("
-        if not text.startswith(prefix):
-            log.debug("torch_fl: aten::%s: unexpected schema %r; left on the Python kernel", op, text)
-            continue
-        mirror = op.replace(".", "_")
-        definitions.define(mirror + text[len(prefix) - 1:])
+        mirror, schema = define_mirror(definitions, op)
         arg_names = [argument.name for argument in schema.arguments]
         inplace = _pointwise.POINTWISE[op].mode == "inplace"
         implementations.impl(mirror, _recording(kernel_of(op), arg_names, inplace, backend), "PrivateUse1")

@@ -74,12 +74,22 @@ def _declined_mirrors(chip: str, ops: list[str], kernel_of: Callable[[str], Call
     definitions = torch.library.Library(namespace, "DEF")
     implementations = torch.library.Library(namespace, "IMPL")
     for op in ops:
-        name, _, overload = op.partition(".")
-        text = str(torch._C._get_schema("aten::" + name, overload))
-        mirror = op.replace(".", "_")
-        definitions.define(mirror + text[text.index("("):])
+        mirror, _ = define_mirror(definitions, op)
         implementations.impl(mirror, kernel_of(op), "PrivateUse1")
     return [definitions, implementations]
+
+
+def define_mirror(definitions, op: str):
+    """Defines aten op `op`'s schema in `definitions`' namespace under the name `op` with "." as
+    "_"; returns (that name, aten's schema object)."""
+    import torch
+
+    name, _, overload = op.partition(".")
+    schema = torch._C._get_schema("aten::" + name, overload)
+    text = str(schema)
+    mirror = op.replace(".", "_")
+    definitions.define(mirror + text[text.index("("):])
+    return mirror, schema
 
 
 # Ops torch lets through its Conjugate and Negative dispatch keys (the fallthrough lists of

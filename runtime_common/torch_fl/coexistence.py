@@ -34,11 +34,13 @@ class NativeBackwardError(RuntimeError):
     torch's accelerator slot: torch's autograd engine would fail an internal assert."""
 
 
+@functools.cache
 def native_accelerators() -> tuple[str, ...]:
     """The native device types torch drives in this process and that have a device: "cuda"
     (also ROCm), "xpu", "mps". CUDA is counted through NVML, as torch.cuda.is_available() does
     under PYTORCH_NVML_BASED_CUDA_CHECK: the check must neither initialise CUDA nor poison fork,
-    since it runs inside `import torch`."""
+    since it runs inside `import torch`. Asked once a process (the import, init(), each
+    registration and doctor all ask)."""
     import torch
 
     found = []

@@ -166,7 +166,7 @@ void with_cpu_generator(const at::Generator& gen_in, const std::function<void(at
   // read-advance-write so concurrent draws stay consistent.
   std::lock_guard<std::mutex> lock(gen.mutex());
   at::Generator cpu = at::make_generator<at::CPUGeneratorImpl>();
-  const int64_t host_bytes = cpu.get_state().numel();
+  static const int64_t host_bytes = cpu.get_state().numel();  // the CPU layout's size: fixed
   cpu.set_state(gen.get_state().narrow(0, 0, host_bytes).clone());
   fn(cpu);
   gen.set_state(cpu.get_state());

@@ -198,7 +198,7 @@ class ChipRandomOnHost {
       host_ = at::make_generator<at::CPUGeneratorImpl>();
       // The chip generator's state begins with the CPU layout (its Philox offset follows).
       const at::Tensor chip_state = chip_.get_state();
-      host_.set_state(chip_state.narrow(0, 0, host_.get_state().numel()).clone());
+      host_.set_state(chip_state.narrow(0, 0, host_state_bytes()).clone());
       slot = c10::IValue(host_);
       return;
     }

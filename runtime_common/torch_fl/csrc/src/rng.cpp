@@ -26,6 +26,11 @@ void DeviceGenerator::set_current_seed(uint64_t seed) {
   philox_offset_ = 0;
 }
 
+int64_t host_state_bytes() {
+  static const int64_t bytes = at::CPUGeneratorImpl().get_state()->numel();
+  return bytes;
+}
+
 c10::intrusive_ptr<c10::TensorImpl> DeviceGenerator::get_state() const {
   // The host generator's state, then the Philox offset: both streams the chip draws from, so
   // that `Generator.get_state`/`set_state` (and torch.<chip>.get_rng_state) restore both.
@@ -40,7 +45,7 @@ c10::intrusive_ptr<c10::TensorImpl> DeviceGenerator::get_state() const {
 
 void DeviceGenerator::set_state(const c10::TensorImpl& new_state) {
   // get_state's bytes (host state and offset), or a host generator's alone (the offset stays).
-  const int64_t bytes = at::CPUGeneratorImpl::get_state()->numel();
+  const int64_t bytes = host_state_bytes();
   const int64_t given = new_state.numel();
   TORCH_CHECK(new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>() &&
                   (given == bytes || given == bytes + static_cast<int64_t>(sizeof(philox_offset_))),

@@ -39,6 +39,9 @@ class DeviceGenerator final : public at::CPUGeneratorImpl {
   uint64_t philox_offset_ = 0;
 };
 
+// Bytes of a CPU generator's state: the first part of a DeviceGenerator's.
+int64_t host_state_bytes();
+
 // One default generator per device, created on first use.
 const at::Generator& default_generator(c10::DeviceIndex device);
 at::Generator new_generator(c10::DeviceIndex device);
