@@ -77,6 +77,10 @@ class MemcpyKinds:
     device_to_device: int
 
 
+# Native device types a driver may share memory with, and their c10::DeviceType names.
+SHARED_MEMORY_DEVICES = {None: None, "cuda": "CUDA", "xpu": "XPU"}
+
+
 @dataclass(frozen=True)
 class Driver:
     libraries: tuple[str, ...]          # file names, dlopen'ed in order
@@ -89,6 +93,9 @@ class Driver:
     # Every version the spec builds: driver.version first, then driver.versions in order.
     versions: tuple[str, ...] = ()
     version_encoding: str = "cuda"      # how driver_version encodes it: VERSION_SCALES' key
+    # The native torch device type whose runtime this driver is ("cuda", "xpu"): copies
+    # between the chip and that device run device to device. None: through the host.
+    shares_memory_with: str | None = None
 
     def __post_init__(self):
         if tuple(hook for hook, _ in self.hooks) != REQUIRED_HOOKS:
@@ -97,6 +104,8 @@ class Driver:
             raise ValueError(f"unknown driver version encoding {self.version_encoding!r}")
         if self.versions and self.versions[0] != self.default_version:
             raise ValueError("Driver.versions starts with the default version")
+        if self.shares_memory_with not in SHARED_MEMORY_DEVICES:
+            raise ValueError(f"unknown native device type {self.shares_memory_with!r}")
 
     @property
     def default_version(self) -> str:
@@ -112,6 +121,11 @@ class Driver:
         major, _, minor = self.version.partition(".")
         major_scale, minor_scale = self.version_scales
         return int(major) * major_scale + int(minor or 0) * minor_scale
+
+    @property
+    def shared_memory_device_type(self) -> str | None:
+        """The c10::DeviceType enumerator of `shares_memory_with` ("CUDA"), None without."""
+        return SHARED_MEMORY_DEVICES[self.shares_memory_with]
 
     def symbol(self, hook: str) -> str:
         return dict(self.hooks)[hook]

@@ -140,6 +140,7 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes,
             version=version,
             versions=tuple([drv["version"]] + sorted(drv.get("versions") or {}, key=_version_key)),
             version_encoding=drv.get("version_encoding", "cuda"),
+            shares_memory_with=drv.get("shares_memory_with"),
             status=model.DriverStatus(**{f: drv["status"][f] for f in (
                 "success", "not_ready", "out_of_memory", "launch_failure", "device_lost", "timeout")
                 if f in drv["status"]}),

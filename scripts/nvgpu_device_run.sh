@@ -88,7 +88,10 @@ x = torch.ones(3, device='cuda', requires_grad=True); (x * 2).sum().backward(); 
 torch_fl.init(chips=['nvgpu'])
 try:
     (torch.ones(3, device='cuda', requires_grad=True) * 2).sum().backward(); print('UNEXPECTED: no error')
-except torch_fl.coexistence.NativeBackwardError as e: print('refused:', str(e)[:160])" ; } 2>&1 | tee "$out/coexist.log"
+except torch_fl.coexistence.NativeBackwardError as e: print('refused:', str(e)[:160])" ;
+    # Copies between nvgpu and cuda (device to device: specs/nvgpu.yaml shares_memory_with).
+    timeout 300 python3 -m pytest generated/nvgpu/tests/test_device.py -k native_device -q -p no:cacheprovider -rfs ; } \
+    2>&1 | tee "$out/coexist.log"
   pack
 fi
 

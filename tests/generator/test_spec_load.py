@@ -42,6 +42,15 @@ def test_driver(npu):
     assert d.symbol("event_elapsed_time") == "simnpuEventElapsedTime"
 
 
+def test_shared_memory_with_a_native_device(npu):
+    # npu has memory of its own; nvgpu's driver is the CUDA runtime, its memory cuda's.
+    assert npu.driver.shares_memory_with is None and npu.driver.shared_memory_device_type is None
+    nvgpu = load_spec(ROOT / "specs" / "nvgpu.yaml").driver
+    assert nvgpu.shares_memory_with == "cuda" and nvgpu.shared_memory_device_type == "CUDA"
+    with pytest.raises(ValueError, match="unknown native device type 'mps'"):
+        dataclasses.replace(nvgpu, shares_memory_with="mps")
+
+
 def test_kernels_dtypes_fallback_amp(npu):
     k = npu.kernels
     assert k.namespace == "simnpu::ops"

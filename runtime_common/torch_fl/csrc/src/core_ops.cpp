@@ -23,6 +23,7 @@
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 namespace torch_fl {
 
@@ -245,6 +246,73 @@ void copy_between_devices(const at::Tensor& src, const at::Tensor& dst, bool non
   copy_within_device(landing, dst, non_blocking);
 }
 
+// A copy between the chip and a device torch drives itself (cuda, xpu, ...) whose memory the
+// chip's driver shares (`driver.shares_memory_with`, same device index): one device-to-device
+// copy on the chip's current stream, after the native device's current stream has produced
+// its side (an event of the native runtime the chip's stream waits on) and before that stream
+// goes on (a chip event it waits on), so neither caching allocator reuses a block too early.
+// Asynchronous to the host, as torch's own copies between two GPUs.
+void copy_through_shared_memory(const at::Tensor& src, const at::Tensor& dst) {
+  const bool src_on_chip = src.device().is_privateuseone();
+  const c10::Device chip_device = src_on_chip ? src.device() : dst.device();
+  const c10::Device native_device = src_on_chip ? dst.device() : src.device();
+  // Both ends dense in one layout and dtype: the bytes move as they are. Otherwise pack src
+  // in dst's dtype on its own device, and land in a dense tensor on dst's device.
+  at::Tensor from = src.expand(dst.sizes());
+  at::Tensor to = dst;
+  if (!(is_dense(from) && is_dense(dst) && from.dtype() == dst.dtype() && from.strides() == dst.strides())) {
+    from = at::empty(dst.sizes(), src.options().dtype(dst.dtype()));
+    from.copy_(src.expand(dst.sizes()));
+    to = at::empty(dst.sizes(), dst.options());
+  }
+  const c10::impl::DeviceGuardImplInterface* native = c10::impl::getDeviceGuardImpl(native_device.type());
+  const c10::Stream native_current = native->getStream(native_device);
+  const c10::DeviceGuard guard(chip_device);
+  void* chip_stream = native_stream(current_stream(chip_device.index()));
+  void* native_done = nullptr;
+  native->record(&native_done, native_current, native_device.index(), c10::EventFlag::PYTORCH_DEFAULT);
+  void* chip_done = nullptr;
+  try {
+    TORCH_FL_DRIVER_CHECK(driver().stream_wait_event(chip_stream, native_done, 0));
+    TORCH_FL_DRIVER_CHECK(driver().memcpy_async(device_ptr(to), device_ptr(from), span_bytes(from),
+                                                desc().memcpy_device_to_device, chip_stream));
+    TORCH_FL_DRIVER_CHECK(driver().event_create(&chip_done));
+    TORCH_FL_DRIVER_CHECK(driver().event_record(chip_done, chip_stream));
+    native->block(chip_done, native_current);
+  } catch (...) {
+    native->destroyEvent(native_done, native_device.index());
+    if (chip_done != nullptr) driver().event_destroy(chip_done);
+    throw;
+  }
+  // Both runtimes release an event once the waits queued on it are done.
+  native->destroyEvent(native_done, native_device.index());
+  driver().event_destroy(chip_done);
+  if (!to.is_same(dst)) const_cast<at::Tensor&>(dst).copy_(to);  // on dst's device, after the copy
+}
+
+// A copy between the chip and a device torch drives itself, through the host: the source's
+// device fills a host tensor (waiting for its stream), the destination's reads it. The host
+// tensor dies here, so the copy is complete when this returns, as torch's copies through
+// pageable memory are.
+void copy_with_native_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  const bool src_on_chip = src.device().is_privateuseone();
+  const c10::Device chip_device = src_on_chip ? src.device() : dst.device();
+  const c10::Device native_device = src_on_chip ? dst.device() : src.device();
+  if (desc().shares_memory_with == native_device.type() && native_device.index() == chip_device.index() &&
+      c10::impl::hasDeviceGuardImpl(native_device.type())) {
+    copy_through_shared_memory(src, dst);
+    return;
+  }
+  if (src_on_chip) {
+    at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU));
+    copy_device_to_host(src, host, false);
+    const_cast<at::Tensor&>(dst).copy_(host);
+  } else {
+    const at::Tensor host = src.to(at::kCPU);
+    copy_host_to_device(host.expand(dst.sizes()), dst, non_blocking);
+  }
+}
+
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                                std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
@@ -312,8 +380,8 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
 at::Tensor copy_resolving_math_bits(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(!dst.is_conj() && !dst.is_neg(), "copy_: a conjugate or negative view is not a valid destination");
   at::Tensor host;
-  if (src.device().is_cpu()) {
-    host = src.resolve_conj().resolve_neg();
+  if (!src.device().is_privateuseone()) {
+    host = src.resolve_conj().resolve_neg();  // by the source device's own kernels
   } else {
     const bool conj = src.is_conj();
     const bool neg = src.is_neg();
@@ -329,7 +397,7 @@ at::Tensor copy_resolving_math_bits(const at::Tensor& src, const at::Tensor& dst
     if (neg) bytes = bytes._neg_view();
     host = bytes.resolve_conj().resolve_neg();
   }
-  if (dst.device().is_cpu()) {
+  if (!dst.device().is_privateuseone()) {
     dst.copy_(host);
     return dst;
   }
@@ -430,12 +498,16 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     } else {
       copy_between_devices(src, dst, non_blocking);
     }
-  } else if (dst_on_chip) {
-    TORCH_CHECK(src.device().is_cpu(), "cannot copy from ", src.device(), " to ", dst.device());
+  } else if (!src_on_chip && !dst_on_chip) {
+    const_cast<at::Tensor&>(dst).copy_(src, non_blocking);  // a resolved math-bit source, off the chip
+  } else if (dst.device().is_meta() || src.device().is_meta()) {
+    TORCH_CHECK(false, "cannot copy from ", src.device(), " to ", dst.device(), ": a meta tensor has no data");
+  } else if (dst_on_chip && src.device().is_cpu()) {
     copy_host_to_device(src.expand(dst.sizes()), dst, non_blocking);
-  } else {
-    TORCH_CHECK(dst.device().is_cpu(), "cannot copy from ", src.device(), " to ", dst.device());
+  } else if (src_on_chip && dst.device().is_cpu()) {
     copy_device_to_host(src, dst, non_blocking);
+  } else {
+    copy_with_native_device(src, dst, non_blocking);
   }
   return dst;
 }

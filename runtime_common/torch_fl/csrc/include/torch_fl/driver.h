@@ -10,6 +10,7 @@
 #include <atomic>
 #include <climits>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,9 @@ struct DriverDescription {
   int memcpy_host_to_device = 1;
   int memcpy_device_to_host = 2;
   int memcpy_device_to_device = 3;
+  // The native device type whose runtime the driver is (its pointers, streams and events are
+  // that runtime's): copies between <chip>:N and <native>:N run device to device.
+  std::optional<c10::DeviceType> shares_memory_with;
 };
 
 // The loaded driver. `load` is called once by the generated backend; every
