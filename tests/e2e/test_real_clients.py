@@ -80,19 +80,24 @@ def test_training_on_the_chip_matches_the_cpu(name):
     torch.manual_seed(0)
     reference = MODELS[name]()
     chip_model = copy.deepcopy(reference)
+    exact = copy.deepcopy(reference).double()
     count = len(list(reference.parameters()))
     cpu_losses = train(reference, name, "cpu")
+    train(exact, name, "cpu")
     chip_losses = train(chip_model, name, NPU)
     # Module.to must keep tied weights tied: the same parameter count on both devices.
     assert len(list(chip_model.parameters())) == count
     torch.testing.assert_close(torch.tensor(chip_losses), torch.tensor(cpu_losses), atol=2e-4, rtol=2e-4)
-    # Adam divides each gradient by its own running magnitude: an element whose gradient is
-    # near zero moves by up to lr a step on either device, so float rounding differences
-    # show there first (seen: one T5 weight of 2,048 off by 7.5e-4). A tenth of lr bounds it;
-    # untied weights drift further (6e-3 in three steps) and change the parameter count.
-    for (param_name, expected), actual in zip(reference.named_parameters(), chip_model.parameters()):
-        torch.testing.assert_close(actual.detach().cpu(), expected.detach(), atol=1e-3, rtol=1e-3,
-                                   msg=lambda default, name=param_name: f"{name}: {default}")
+    # The chip's float32 weights are as close to a float64 run's as the CPU's float32 weights
+    # are. Comparing the two float32 runs directly is not a test: Adam divides each gradient by
+    # its own running magnitude, and in T5 the CPU's own float32 run is 7e-4 off the float64
+    # one, a different 7e-4 on another CPU model. Untied weights drift 6e-3 in these steps.
+    for (param_name, truth), on_cpu, on_chip in zip(exact.named_parameters(), reference.parameters(),
+                                                     chip_model.parameters()):
+        cpu_error = (on_cpu.detach().double() - truth.detach()).abs().max().item()
+        chip_error = (on_chip.detach().cpu().double() - truth.detach()).abs().max().item()
+        assert chip_error <= 2 * cpu_error + 1e-4, (
+            f"{param_name}: the chip's weights are {chip_error:.3g} off a float64 run, the CPU's {cpu_error:.3g}")
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama_gqa", "t5"])
