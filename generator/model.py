@@ -77,8 +77,9 @@ class MemcpyKinds:
     device_to_device: int
 
 
-# Native device types a driver may share memory with, and their c10::DeviceType names.
-SHARED_MEMORY_DEVICES = {None: None, "cuda": "CUDA", "xpu": "XPU"}
+# Native device types a driver may share memory with, and their c10::DeviceType names: cuda
+# only, whose events (cudaEvent_t) a CUDA-shaped driver's event hooks take as they are.
+SHARED_MEMORY_DEVICES = {None: None, "cuda": "CUDA"}
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class Driver:
     # Every version the spec builds: driver.version first, then driver.versions in order.
     versions: tuple[str, ...] = ()
     version_encoding: str = "cuda"      # how driver_version encodes it: VERSION_SCALES' key
-    # The native torch device type whose runtime this driver is ("cuda", "xpu"): copies
+    # The native torch device type whose runtime this driver is ("cuda"): copies
     # between the chip and that device run device to device. None: through the host.
     shares_memory_with: str | None = None
 

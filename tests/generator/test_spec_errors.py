@@ -192,7 +192,7 @@ def test_unknown_fallback_step(tmp_path):
     ("  home_env: SIMNPU_HOME", "  home_env: simnpu-home",
      "13: driver.home_env: 'simnpu-home' is not an environment variable name (A-Z, 0-9, _)"),
     ("  home_env: SIMNPU_HOME", "  home_env: SIMNPU_HOME\n  shares_memory_with: cudaa",
-     "23: driver.shares_memory_with: invalid value 'cudaa' (did you mean 'cuda'? expected one of: cuda, xpu)"),
+     "23: driver.shares_memory_with: invalid value 'cudaa' (did you mean 'cuda'? expected one of: cuda)"),
     ("    malloc: simnpuMalloc", "    malloc: simnpu-malloc", "13: driver.hooks.malloc: 'simnpu-malloc' is not a C identifier"),
     ("  libraries: [simnpu_kernels]", "  libraries: [-lsimnpu_kernels]",
      "15: kernels.libraries[0]: '-lsimnpu_kernels' is not a linker name (like foo for -lfoo)"),

@@ -47,8 +47,8 @@ def test_shared_memory_with_a_native_device(npu):
     assert npu.driver.shares_memory_with is None and npu.driver.shared_memory_device_type is None
     nvgpu = load_spec(ROOT / "specs" / "nvgpu.yaml").driver
     assert nvgpu.shares_memory_with == "cuda" and nvgpu.shared_memory_device_type == "CUDA"
-    with pytest.raises(ValueError, match="unknown native device type 'mps'"):
-        dataclasses.replace(nvgpu, shares_memory_with="mps")
+    with pytest.raises(ValueError, match="unknown native device type 'xpu'"):
+        dataclasses.replace(nvgpu, shares_memory_with="xpu")
 
 
 def test_kernels_dtypes_fallback_amp(npu):

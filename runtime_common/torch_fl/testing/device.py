@@ -146,6 +146,9 @@ def test_copies_with_the_native_device_convert_and_resolve():
         z = torch.randn(6, 5, dtype=torch.complex64)
         assert torch.equal(z.to(NATIVE).conj().to(CHIP).cpu(), z.conj())
         assert torch.equal(z.to(CHIP).conj().to(NATIVE).cpu(), z.conj())
+        written = torch.zeros(6, 5, dtype=torch.complex64, device=NATIVE)
+        written.conj().copy_(z.to(CHIP))            # a conjugate view as the destination
+        assert torch.equal(written.cpu(), z.conj())
 
 
 @needs_native

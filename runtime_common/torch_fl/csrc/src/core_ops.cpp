@@ -256,32 +256,45 @@ void copy_through_shared_memory(const at::Tensor& src, const at::Tensor& dst) {
   const bool src_on_chip = src.device().is_privateuseone();
   const c10::Device chip_device = src_on_chip ? src.device() : dst.device();
   const c10::Device native_device = src_on_chip ? dst.device() : src.device();
-  // Both ends dense in one layout and dtype: the bytes move as they are. Otherwise pack src
-  // in dst's dtype on its own device, and land in a dense tensor on dst's device.
+  // Both ends dense in one layout and dtype (and dst no conjugate or negative view): the bytes
+  // move as they are. Otherwise src is packed densely on its own device, in the dtype the native
+  // side converts from or to (the chip need not have dst's dtype), and lands in a dense tensor
+  // on dst's device, whose own copy_ then converts and applies dst's view bits.
   at::Tensor from = src.expand(dst.sizes());
   at::Tensor to = dst;
-  if (!(is_dense(from) && is_dense(dst) && from.dtype() == dst.dtype() && from.strides() == dst.strides())) {
-    from = at::empty(dst.sizes(), src.options().dtype(dst.dtype()));
+  if (!(is_dense(from) && is_dense(dst) && from.dtype() == dst.dtype() && from.strides() == dst.strides() &&
+        !dst.is_conj() && !dst.is_neg())) {
+    const auto packed_dtype = src_on_chip ? src.scalar_type() : dst.scalar_type();
+    from = at::empty(dst.sizes(), src.options().dtype(packed_dtype));
     from.copy_(src.expand(dst.sizes()));
-    to = at::empty(dst.sizes(), dst.options());
+    to = at::empty(dst.sizes(), dst.options().dtype(packed_dtype));
   }
   const c10::impl::DeviceGuardImplInterface* native = c10::impl::getDeviceGuardImpl(native_device.type());
   const c10::Stream native_current = native->getStream(native_device);
   const c10::DeviceGuard guard(chip_device);
   void* chip_stream = native_stream(current_stream(chip_device.index()));
-  void* native_done = nullptr;
-  native->record(&native_done, native_current, native_device.index(), c10::EventFlag::PYTORCH_DEFAULT);
   void* chip_done = nullptr;
+  TORCH_FL_DRIVER_CHECK(driver().event_create(&chip_done));
+  void* native_done = nullptr;
+  bool queued = false;
   try {
+    native->record(&native_done, native_current, native_device.index(), c10::EventFlag::PYTORCH_DEFAULT);
+    // The native runtime's guards may leave another device current (c10's own device record
+    // does not see the chip driver's): the chip's device again before its stream is used.
+    TORCH_FL_DRIVER_CHECK(driver().set_device(chip_device.index()));
     TORCH_FL_DRIVER_CHECK(driver().stream_wait_event(chip_stream, native_done, 0));
     TORCH_FL_DRIVER_CHECK(driver().memcpy_async(device_ptr(to), device_ptr(from), span_bytes(from),
                                                 desc().memcpy_device_to_device, chip_stream));
-    TORCH_FL_DRIVER_CHECK(driver().event_create(&chip_done));
+    queued = true;
     TORCH_FL_DRIVER_CHECK(driver().event_record(chip_done, chip_stream));
     native->block(chip_done, native_current);
+    TORCH_FL_DRIVER_CHECK(driver().set_device(chip_device.index()));
   } catch (...) {
-    native->destroyEvent(native_done, native_device.index());
-    if (chip_done != nullptr) driver().event_destroy(chip_done);
+    // The temporaries go back to their allocators as this unwinds: a copy still queued must
+    // be done first, since the native stream may not wait for it.
+    if (queued) driver().stream_synchronize(chip_stream);
+    if (native_done != nullptr) native->destroyEvent(native_done, native_device.index());
+    driver().event_destroy(chip_done);
     throw;
   }
   // Both runtimes release an event once the waits queued on it are done.
