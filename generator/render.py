@@ -38,6 +38,7 @@ PRIVATEUSE1_FILES = (
     ("tests/test_device.py.j2", "tests/test_device.py"),
     ("tests/test_torch_api.py.j2", "tests/test_torch_api.py"),
     ("tests/test_upstream.py.j2", "tests/test_upstream.py"),
+    ("tests/test_compile.py.j2", "tests/test_compile.py"),
     ("tests/test_vendor_ops.py.j2", "tests/test_vendor_ops.py"),
     ("tests/test_opinfo.py.j2", "tests/test_opinfo.py"),
 )

@@ -58,7 +58,7 @@ class ChipBackend:
     def _register_steps(self) -> None:
         import torch
 
-        from . import _exit_drain
+        from . import _exit_drain, compile
 
         _C = self._extension()
         _C._set_driver_search_paths(self._driver_search_paths())
@@ -69,6 +69,7 @@ class ChipBackend:
         self._enable_amp(_C)
         self._register_collectives()
         _exit_drain.install(self.spec.CHIP)  # a backward's last moments must not meet interpreter exit
+        compile.register(self.spec.CHIP, getattr(torch, self.spec.CHIP), self.spec.DTYPES)
 
     def _route_to_triton(self, _C) -> None:
         """The `triton` step: the ops the routing table gives it, plus vendor ops whose kernel the
