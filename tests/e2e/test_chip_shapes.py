@@ -102,4 +102,5 @@ def test_the_generated_suite_passes(chip):
                           env={**env, **_env(root), "TORCH_FL_TEST_ONE_DEVICE": "1"})
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     summary = proc.stdout.strip().splitlines()[-1]
-    assert " passed" in summary and "failed" not in summary, summary
+    # "1 xfailed" is an expected failure (a known gap the suite records), not a failed test.
+    assert " passed" in summary and not re.search(r"\b\d+ (failed|errors?)\b", summary), summary
