@@ -104,3 +104,35 @@ def test_the_generated_suite_passes(chip):
     summary = proc.stdout.strip().splitlines()[-1]
     # "1 xfailed" is an expected failure (a known gap the suite records), not a failed test.
     assert " passed" in summary and not re.search(r"\b\d+ (failed|errors?)\b", summary), summary
+
+
+def test_a_convolution_without_a_vendor_kernel_takes_the_chain(chip):
+    """Neither chip has a `convolution` kernel: torch sends a PrivateUse1 convolution and its
+    backward to convolution_overrideable, whose only kernel raised torch's "not implemented".
+    The chip's chain (the host here) now runs both, counted as fallbacks, matching the CPU."""
+    name = chip[0]
+    dtype = "float32" if name == "fpgacard" else "float16"
+    r = run_on(chip, f"""
+        torch.manual_seed(0)
+        conv = torch.nn.Conv2d(3, 4, 3, padding=1, groups=1).to(torch.{dtype})
+        x = torch.randn(2, 3, 6, 6, dtype=torch.{dtype})
+        expected = conv(x)
+        expected.sum().backward()
+        on_chip = torch.nn.Conv2d(3, 4, 3, padding=1).to(torch.{dtype})
+        on_chip.load_state_dict(conv.state_dict())
+        on_chip = on_chip.to("{name}")
+        xc = x.to("{name}").requires_grad_()
+        out = on_chip(xc)
+        out.sum().backward()
+        stats = torch_fl_{name}._C.fallback_stats()
+        print(json.dumps({{"out": (out.cpu() - expected).abs().max().item(), "device": str(out.device),
+                          "weight_grad": (on_chip.weight.grad.cpu() - conv.weight.grad).abs().max().item(),
+                          "bias_grad": (on_chip.bias.grad.cpu() - conv.bias.grad).abs().max().item(),
+                          "input_grad": xc.grad is not None and str(xc.grad.device),
+                          "paths": sorted(k for k in stats if "convolution" in k)}}))
+    """)
+    tolerance = 1e-5 if name == "fpgacard" else 1e-2
+    assert r["device"] == f"{name}:0"
+    assert r["out"] <= tolerance and r["weight_grad"] <= tolerance and r["bias_grad"] <= tolerance, r
+    assert r["input_grad"] == f"{name}:0"
+    assert r["paths"] == ["convolution_backward_overrideable", "convolution_overrideable"], r

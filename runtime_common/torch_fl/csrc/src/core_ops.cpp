@@ -548,6 +548,11 @@ void register_core_ops(torch::Library& m) {
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_source_storage_offset));
   m.impl("record_stream", TORCH_FN(record_stream));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+  // Without a vendor `convolution` torch sends a chip's convolution and its backward to these
+  // two, whose only kernels (CompositeExplicitAutograd, ahead of any backend fallback) raise
+  // "not implemented": they take the chip's chain, whose CPU step runs ATen's convolution.
+  m.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&boxed_fallback>());
+  m.impl("convolution_backward_overrideable", torch::CppFunction::makeFromBoxedFunction<&boxed_fallback>());
 }
 
 }  // namespace torch_fl

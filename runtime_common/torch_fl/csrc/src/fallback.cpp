@@ -2,6 +2,7 @@
 #include <torch_fl/rng.h>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ATen.h>
 #include <ATen/native/CPUFallback.h>
 #include <c10/util/Exception.h>
 
@@ -222,6 +223,47 @@ class ChipRandomOnHost {
   std::optional<std::lock_guard<std::mutex>> lock_;
 };
 
+// torch sends a PrivateUse1 convolution and its backward to the `_overrideable` ops, whose only
+// CPU kernels raise "not implemented": their CPU step is ATen's convolution on host copies.
+// Returns false for every other op.
+bool convolution_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::string& name = op.schema().operator_name().name;
+  const bool forward = name == "aten::convolution_overrideable";
+  if (!forward && name != "aten::convolution_backward_overrideable") return false;
+  const size_t count = op.schema().arguments().size();
+  const auto args = torch::jit::last(*stack, count);
+  const auto host = [](const at::Tensor& t) { return t.defined() ? t.cpu() : t; };
+  if (forward) {
+    // (input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups)
+    const at::Tensor input = args[0].toTensor();
+    const auto bias = args[2].toOptional<at::Tensor>();
+    const at::Tensor out = at::convolution(
+        input.cpu(), args[1].toTensor().cpu(), bias ? std::optional<at::Tensor>(host(*bias)) : std::nullopt,
+        args[3].toIntVector(), args[4].toIntVector(), args[5].toIntVector(), args[6].toBool(), args[7].toIntVector(),
+        args[8].toInt());
+    torch::jit::drop(*stack, count);
+    torch::jit::push(*stack, out.to(input.device()));
+    return true;
+  }
+  // (grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask)
+  const at::Tensor input = args[1].toTensor();
+  const at::Tensor weight = args[2].toTensor();
+  const bool transposed = args[6].toBool();
+  const int64_t groups = args[8].toInt();
+  const auto mask = args[9].to<std::array<bool, 3>>();
+  const std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
+  auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(
+      args[0].toTensor().cpu(), input.cpu(), weight.cpu(), mask[2] ? std::optional<at::IntArrayRef>(bias_sizes)
+                                                                  : std::nullopt,
+      args[3].toIntVector(), args[4].toIntVector(), args[5].toIntVector(), transposed, args[7].toIntVector(), groups,
+      mask);
+  torch::jit::drop(*stack, count);
+  for (const at::Tensor& grad : {grad_input, grad_weight, grad_bias}) {
+    torch::jit::push(*stack, grad.defined() ? grad.to(input.device()) : grad);
+  }
+  return true;
+}
+
 }  // namespace
 
 void boxed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -278,6 +320,7 @@ void boxed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                policy.spec, "); this is slow. torch_fl.fallback_stats() counts such calls.");
   }
   note_fallback(key, FallbackPath::cpu);
+  if (convolution_on_host(op, stack)) return;
   ChipRandomOnHost random(op, stack);
   at::native::cpu_fallback(op, stack);
 }
