@@ -12,9 +12,10 @@ engine.cpp; pytorch/pytorch#161129, whose fix, PR #161130, was closed unmerged).
 - Asked means: `torch_fl.init(chips=["nvgpu"])`, `torch_fl.set_default_device("nvgpu")`, or
   `TORCH_FL_CHIPS=nvgpu` (a comma list, or `all`; `none` keeps every chip out, also where there
   is no native accelerator) in the environment before `import torch`.
-- A chip registered beside a native accelerator: a backward whose outputs are on the native
-  device is refused with `NativeBackwardError` before the engine asserts, saying why and the
-  ways out; `python -m torch_fl doctor` reports the condition.
+- A chip registered beside a native accelerator: a backward whose graph reaches the native
+  device (its outputs, or any node's gradient, as a copy from a native leaf to the chip makes)
+  is refused with `NativeBackwardError` before the engine asserts, saying why and the ways out;
+  `python -m torch_fl doctor` reports the condition.
 """
 from __future__ import annotations
 
@@ -88,16 +89,46 @@ def autoload_decision(chip: str) -> tuple[bool, str]:
     return True, "no native accelerator in this process"
 
 
-def _roots(outputs) -> list:
+def _graph_roots(outputs) -> list:
+    """The autograd nodes a backward starts from (tensors or GradientEdges)."""
     import torch
 
-    if isinstance(outputs, torch.Tensor):
-        return [outputs]
-    return [t for t in outputs if isinstance(t, torch.Tensor)]
+    items = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
+    nodes = []
+    for item in items:
+        node = item.grad_fn if isinstance(item, torch.Tensor) else getattr(item, "node", None)
+        if node is not None:
+            nodes.append(node)
+    return nodes
+
+
+def _native_device_in_graph(outputs, native: tuple[str, ...]) -> str | None:
+    """The first native device type a backward from `outputs` would compute a gradient on:
+    the outputs' own, or any node's input metadata (the device of the gradient it receives).
+    A walk over the graph, some 2 microseconds a node: paid only where a chip is registered
+    beside a native accelerator."""
+    import torch
+
+    items = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
+    for item in items:
+        if isinstance(item, torch.Tensor) and item.device.type in native:
+            return item.device.type
+    stack = _graph_roots(outputs)
+    seen = set(stack)
+    while stack:
+        node = stack.pop()
+        for metadata in node._input_metadata:
+            if metadata.device.type in native:
+                return metadata.device.type
+        for child, _ in node.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return None
 
 
 def install_backward_guard(chip: str, native: tuple[str, ...]) -> bool:
-    """Refuse, before the engine runs, a backward whose outputs lie on one of `native` (device
+    """Refuse, before the engine runs, a backward whose graph reaches one of `native` (device
     types) while `chip` holds torch's accelerator slot. Wraps torch.autograd's call into the
     engine (`Tensor.backward`, `torch.autograd.backward` and `grad` all go through it).
     Returns whether it is installed (False when this torch has no such entry)."""
@@ -112,16 +143,17 @@ def install_backward_guard(chip: str, native: tuple[str, ...]) -> bool:
 
     @functools.wraps(run)
     def guarded(t_outputs, *args, **kwargs):
-        for tensor in _roots(t_outputs):
-            if tensor.device.type in native:
-                raise NativeBackwardError(
-                    f"backward over {tensor.device.type} tensors in a process where the generated chip "
-                    f"'{chip}' is registered: torch then takes '{chip}' as its one accelerator and its autograd "
-                    f"engine fails on {tensor.device.type} nodes (\"opt_ready_stream && opt_parent_stream "
-                    f"INTERNAL ASSERT FAILED\", {UPSTREAM_ISSUE}). Ways out: run the {tensor.device.type} work in "
-                    f"a process without the chip (`import torch` registers it beside {tensor.device.type} only "
-                    f"when asked: unset {ENV} and do not call torch_fl.init(chips=[...]) there), or make the "
-                    f"native GPU a generated chip as well (docs/multichip.md)")
+        device = _native_device_in_graph(t_outputs, native)
+        if device is not None:
+            raise NativeBackwardError(
+                f"backward over {device} tensors in a process where the generated chip "
+                f"'{chip}' is registered: torch then takes '{chip}' as its one accelerator and its autograd "
+                f"engine fails on {device} nodes (\"opt_ready_stream && opt_parent_stream "
+                f"INTERNAL ASSERT FAILED\", {UPSTREAM_ISSUE}). Ways out: run the {device} work in "
+                f"a process without the chip (`import torch` registers it beside {device} only "
+                f"when asked: unset {ENV} and do not call torch_fl.init(chips=[...]) there), copy the "
+                f"{device} leaves to the chip or the CPU before the graph is built, or make the "
+                f"native GPU a generated chip as well (docs/multichip.md)")
         return run(t_outputs, *args, **kwargs)
 
     guarded._torch_fl_guard = chip

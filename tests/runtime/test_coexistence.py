@@ -96,6 +96,29 @@ def test_backward_over_a_native_devices_tensors_is_refused_before_the_engine():
     (torch.ones(3, device="meta", requires_grad=True) * 2).sum().backward()  # removed: the engine runs it
 
 
+def test_a_native_device_inside_the_graph_is_refused_too():
+    """A backward that starts on the chip can still reach the native device through a copy (a
+    native leaf moved to the chip): the engine would assert on that leaf's node, so the guard
+    walks the graph. Driven with `cpu` in the native role, beside the real npu chip."""
+    from torch_fl import coexistence
+
+    assert coexistence.install_backward_guard("npu", ("cpu",))
+    try:
+        w = torch.ones(4, 2, requires_grad=True)
+        loss = (torch.ones(3, 4, device="npu") @ (w.to("npu") * 2)).sum()
+        with pytest.raises(coexistence.NativeBackwardError, match="backward over cpu tensors"):
+            loss.backward()
+        with pytest.raises(coexistence.NativeBackwardError, match="copy the cpu leaves to the chip"):
+            torch.autograd.grad((w.to("npu") * 3).sum(), w)
+        chip_leaf = torch.ones(4, 2, device="npu", requires_grad=True)
+        (chip_leaf * 5).sum().backward()                  # the graph stays on the chip: it runs
+        assert chip_leaf.grad.cpu().tolist() == [[5.0, 5.0]] * 4
+    finally:
+        coexistence.remove_backward_guard()
+    loss.backward()
+    assert w.grad.tolist() == [[6.0, 6.0]] * 4
+
+
 def test_doctor_reports_the_chip_beside_a_native_accelerator(monkeypatch):
     from torch_fl import coexistence, doctor
 
