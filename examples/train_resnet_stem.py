@@ -44,7 +44,11 @@ def main() -> None:
 
     images = torch.randn(args.samples, 3, 32, 32)
     labels = torch.randint(0, 10, (args.samples,))
-    loader = DataLoader(TensorDataset(images, labels), batch_size=32, shuffle=True)
+    # The shuffle's generator on the default device: torch's sampler draws its permutation
+    # there, and a CPU generator is refused on cuda as on a chip.
+    shuffle = torch.Generator(device=args.device)
+    shuffle.manual_seed(0)
+    loader = DataLoader(TensorDataset(images, labels), batch_size=32, shuffle=True, generator=shuffle)
     model = resnet_stem()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
