@@ -256,6 +256,18 @@ class FallbackPolicy:
             raise ValueError(f"fallback warn {self.warn!r} / triton {self.triton!r} out of range")
 
 
+INDUCTOR_CODEGENS = ("triton", "none")
+
+
+@dataclass(frozen=True)
+class Compile:
+    inductor: str = "none"              # how Inductor makes the chip's kernels: triton | none
+
+    def __post_init__(self):
+        if self.inductor not in INDUCTOR_CODEGENS:
+            raise ValueError(f"compile inductor {self.inductor!r} out of range")
+
+
 @dataclass(frozen=True)
 class Amp:
     dtypes: tuple[str, ...]             # torch dtype names, e.g. ("float16", "bfloat16")
@@ -328,6 +340,7 @@ class ChipSpec:
     ops: tuple[OpEntry, ...] = field(default=())
     amp: Amp | None = None
     distributed: Distributed | None = None
+    compile: Compile = Compile()
     # The shared Triton library's ops (runtime data, passed in: the model imports no runtime).
     triton_catalog: TritonCatalog = TritonCatalog(ops=frozenset(), compiled_only=frozenset())
 
@@ -338,6 +351,8 @@ class ChipSpec:
         # autograd, optimizers and the generated suite compute in a floating dtype
         if not set(self.dtypes) & set(FLOATING_DTYPES):
             raise ValueError(f"dtypes {self.dtypes} hold no floating dtype")
+        if self.compile.inductor == "triton" and self.fallback.triton != "compile":
+            raise ValueError("compile.inductor triton needs fallback.triton compile")
         if self.amp is not None and not set(self.amp.dtypes) <= set(self.dtypes):
             raise ValueError(f"amp dtypes {self.amp.dtypes} are not all in dtypes {self.dtypes}")
 

@@ -153,6 +153,7 @@ def _build(doc: YamlDocument, source: Path, display: str, raw: bytes,
         ops=tuple(ops),
         fallback=model.FallbackPolicy(default=tuple(fb["default"]), warn=fb["warn"], triton=fb["triton"]),
         amp=_amp(amp) if amp is not None else None,
+        compile=model.Compile(inductor=d["compile"]["inductor"]),
         distributed=model.Distributed(
             backend=dist["backend"],
             replaces=tuple(dist.get("replaces", ())),

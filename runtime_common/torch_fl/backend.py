@@ -69,7 +69,8 @@ class ChipBackend:
         self._enable_amp(_C)
         self._register_collectives()
         _exit_drain.install(self.spec.CHIP)  # a backward's last moments must not meet interpreter exit
-        compile.register(self.spec.CHIP, getattr(torch, self.spec.CHIP), self.spec.DTYPES)
+        compile.register(self.spec.CHIP, getattr(torch, self.spec.CHIP), self.spec.DTYPES,
+                         getattr(self.spec, "INDUCTOR", "none"))  # absent from packages generated before it
 
     def _route_to_triton(self, _C) -> None:
         """The `triton` step: the ops the routing table gives it, plus vendor ops whose kernel the

@@ -6,15 +6,23 @@ Importing either costs most of a second, so `import torch` imports neither: an i
 registers every chip when torch first imports `torch._dynamo.device_interface` or
 `torch._inductor.codegen.common` (torch.compile does), or at once where they are imported.
 
-Inductor does not generate code for a generated chip yet (issue 20). Unregistered, Inductor
-failed deep in its wrapper code (`KeyError: 'npu'`, `AssertionError: Device nvgpu not
-supported`); registered so, `torch.compile(model)` over chip tensors raises `ChipCompileError`
-naming the chip and what works today: `backend="aot_eager"`, Dynamo's and AOTAutograd's graphs
-run by the chip's own kernels (the chip suites' test_compile.py).
+What Inductor makes of a chip's graphs is the spec's `compile.inductor`:
+
+- `triton`: Inductor's own Triton code generation and Python wrapper, the graph kept on the
+  chip: its buffers are the chip's tensors (its allocator), its kernels are compiled by Triton's
+  active backend (for the target that backend reports) and launched on the chip's current
+  stream. The chip joins Inductor's GPU types, and is the process's GPU type for Inductor's
+  passes, as it is torch's accelerator. Graph replay (`mode="reduce-overhead"`) is refused by
+  name: CUDA graphs would need capture pools in the chip's allocator.
+- `none`: unregistered, Inductor failed deep in its wrapper code (`KeyError: 'npu'`); registered
+  so, `torch.compile(model)` over chip tensors raises `ChipCompileError` naming the chip and
+  what works: `backend="aot_eager"`, Dynamo's and AOTAutograd's graphs run by the chip's own
+  kernels (the chip suites' test_compile.py).
 """
 from __future__ import annotations
 
 import importlib.abc
+import functools
 import sys
 import threading
 import warnings
@@ -24,7 +32,7 @@ __all__ = ["ChipCompileError", "register"]
 
 _DYNAMO = "torch._dynamo.device_interface"
 _INDUCTOR = "torch._inductor.codegen.common"
-_chips: dict[str, tuple[ModuleType, tuple[str, ...]]] = {}   # chip -> (torch.<chip>, its spec's dtypes)
+_chips: dict[str, tuple[ModuleType, tuple[str, ...], str]] = {}   # chip -> (torch.<chip>, spec dtypes, compile.inductor)
 _lock = threading.Lock()
 
 
@@ -33,16 +41,24 @@ class ChipCompileError(RuntimeError):
 
 
 def inductor_refusal(chip: str) -> str:
-    return (f"torch.compile: Inductor does not generate code for chip '{chip}' yet (docs/compile.md). "
-            f"Compile with backend=\"aot_eager\" (Dynamo and AOTAutograd graphs run by {chip}'s own kernels), "
-            f"or run the model eagerly.")
+    return (f"torch.compile: Inductor does not generate code for chip '{chip}' (its spec's compile.inductor is "
+            f"'none'; docs/compile.md). Compile with backend=\"aot_eager\" (Dynamo and AOTAutograd graphs run by "
+            f"{chip}'s own kernels), or run the model eagerly.")
 
 
-def register(chip: str, device_module: ModuleType, dtypes: tuple[str, ...]) -> None:
-    """Tell Dynamo and Inductor about `chip` (its device module and spec dtypes) once torch
-    imports them (now, if it has)."""
+def graph_replay_refusal(chip: str) -> str:
+    return (f"torch.compile(mode=\"reduce-overhead\") on chip '{chip}': graph replay records CUDA graphs, which "
+            f"need capture pools in the chip's caching allocator, and no generated chip has them yet "
+            f"(docs/compile.md). Compile with mode=\"default\" or \"max-autotune-no-cudagraphs\".")
+
+
+def register(chip: str, device_module: ModuleType, dtypes: tuple[str, ...], inductor: str = "none") -> None:
+    """Tell Dynamo and Inductor about `chip` (its device module, spec dtypes and
+    compile.inductor) once torch imports them (now, if it has)."""
+    if inductor not in ("triton", "none"):
+        raise ValueError(f"chip '{chip}': compile.inductor {inductor!r} is neither 'triton' nor 'none'")
     with _lock:
-        _chips[chip] = (device_module, tuple(dtypes))
+        _chips[chip] = (device_module, tuple(dtypes), inductor)
         if not any(isinstance(finder, _ThenRegister.Finder) for finder in sys.meta_path):
             sys.meta_path.insert(0, _ThenRegister.Finder())
     for name in (_DYNAMO, _INDUCTOR):
@@ -54,15 +70,131 @@ def register(chip: str, device_module: ModuleType, dtypes: tuple[str, ...]) -> N
 def _register_in(name: str, module: ModuleType) -> None:
     # A failure here must not fail torch's import: torch.compile then reports what it lacks.
     try:
-        for chip, (device_module, dtypes) in list(_chips.items()):
+        for chip, (device_module, dtypes, inductor) in list(_chips.items()):
             if name == _DYNAMO:
-                module.register_interface_for_device(chip, _interface(module, chip, device_module, dtypes))
+                module.register_interface_for_device(chip, _interface(module, chip, device_module, dtypes, inductor))
             else:
                 module.register_device_op_overrides(chip, _op_overrides(module, chip)())
-                module.register_backend_for_device(chip, _refusing(chip), _refusing(chip), _refusing(chip))
+                if inductor == "none":
+                    module.register_backend_for_device(chip, _refusing(chip), _refusing(chip), _refusing(chip))
+        if name == _INDUCTOR:
+            _after_backend_registration(module)
     except Exception as error:  # noqa: BLE001
         warnings.warn(f"torch_fl: could not register {sorted(_chips)} with {name}: {type(error).__name__}: {error}",
                       stacklevel=2)
+
+
+def _after_backend_registration(common: ModuleType) -> None:
+    """Inductor registers its own backends in `init_backend_registration()`, importing its Triton
+    code generation there; the Triton chips are registered right after it, once, when their
+    classes exist. Every caller (Inductor's modules import the name after this hook ran, and
+    common's own functions look it up) gets the wrapped function."""
+    original = common.init_backend_registration
+    if getattr(original, "_torch_fl_chips", False):
+        return
+
+    def init_backend_registration():
+        original()
+        pending = [chip for chip, (_, _, inductor) in list(_chips.items())
+                   if inductor == "triton" and chip not in _triton_registered]
+        if pending:
+            _register_triton(common, pending)
+
+    init_backend_registration._torch_fl_chips = True
+    common.init_backend_registration = init_backend_registration
+
+
+_triton_registered: set[str] = set()
+
+
+def _register_triton(common: ModuleType, chips: list[str]) -> None:
+    """Inductor's Triton scheduling and Python wrapper for `chips`, which join its GPU types."""
+    from torch._inductor import config, utils
+    from torch._inductor.codegen.triton import TritonScheduling
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+    from torch._inductor.runtime import hints
+
+    for chip in chips:
+        class ChipTritonScheduling(TritonScheduling):
+            _chip = chip
+
+            def __init__(self, scheduler):
+                if scheduler is not None and config.triton.cudagraphs:
+                    _no_graph_replay(self._chip)
+                super().__init__(scheduler)
+
+        ChipTritonScheduling.__name__ = ChipTritonScheduling.__qualname__ = f"{chip.capitalize()}TritonScheduling"
+        common.register_backend_for_device(chip, ChipTritonScheduling, PythonWrapperCodegen)
+        _triton_registered.add(chip)
+    # Inductor's passes ask get_gpu_type() for "the" GPU: with a chip registered that is the
+    # chip, as torch's accelerator is (a process with cuda beside it refuses cuda backward, and
+    # Inductor asserts on two GPU types). Its answer is cached: asked once with the chip alone.
+    known = [gpu for gpu in utils.GPU_TYPES if gpu not in chips]
+    utils.GPU_TYPES[:] = list(chips[:1])
+    utils.get_gpu_type.cache_clear()
+    try:
+        utils.get_gpu_type()
+    finally:
+        utils.GPU_TYPES[:] = known + list(chips)
+    _target_properties.install(hints)
+
+
+def _no_graph_replay(chip: str) -> None:
+    """mode="reduce-overhead" asks for graph replay alone: refused by name. max-autotune asks for it
+    beside autotuning: it runs without, said once."""
+    from torch._inductor import config
+
+    if not config.max_autotune:
+        raise ChipCompileError(graph_replay_refusal(chip))
+    if chip not in _warned_replay:
+        _warned_replay.add(chip)
+        warnings.warn(f"torch.compile(mode=\"max-autotune\") on chip '{chip}' runs without graph replay (CUDA graphs "
+                      f"need capture pools in the chip's allocator; docs/compile.md)", stacklevel=2)
+
+
+_warned_replay: set[str] = set()
+
+
+class _target_properties:
+    """Inductor describes a kernel's device by `DeviceProperties.create(device)`, whose `type`
+    becomes the Triton target's backend and whose `cc` its architecture. For a Triton chip both
+    are what Triton's active backend compiles for (its current target), with the device's limits
+    from Triton's driver, not the chip's spec capability."""
+
+    @staticmethod
+    def install(hints: ModuleType) -> None:
+        create = hints.DeviceProperties.create
+        if getattr(create, "_torch_fl_chips", False):
+            return
+
+        def chip_create(cls, device):
+            device_type = getattr(device, "type", device)
+            if device_type in _triton_registered:
+                return _target_properties.of(cls, device_type, getattr(device, "index", None) or 0)
+            return create(device)
+
+        chip_create._torch_fl_chips = True
+        hints.DeviceProperties.create = classmethod(chip_create)
+
+    @staticmethod
+    @functools.cache
+    def of(cls, chip: str, index: int):
+        target = _triton_target()
+        limits = _triton_driver().utils.get_device_properties(index)
+        return cls(type=target.backend, index=index, multi_processor_count=limits["multiprocessor_count"],
+                   cc=target.arch, major=target.arch // 10 if isinstance(target.arch, int) else None,
+                   regs_per_multiprocessor=limits.get("max_num_regs"), warp_size=target.warp_size,
+                   max_threads_per_block=1024)
+
+
+def _triton_driver():
+    from triton.runtime import driver
+
+    return driver.active
+
+
+def _triton_target():
+    return _triton_driver().get_current_target()
 
 
 class _ThenRegister(importlib.abc.Loader):
@@ -103,7 +235,8 @@ class _ThenRegister(importlib.abc.Loader):
                 self._searching.active = False
 
 
-def _interface(device_interface: ModuleType, chip: str, module: ModuleType, dtypes: tuple[str, ...]) -> type:
+def _interface(device_interface: ModuleType, chip: str, module: ModuleType, dtypes: tuple[str, ...],
+               inductor: str) -> type:
     """Dynamo's DeviceInterface for the chip, answered by torch.<chip>."""
     import torch
 
@@ -119,6 +252,8 @@ def _interface(device_interface: ModuleType, chip: str, module: ModuleType, dtyp
         return previous
 
     def get_compute_capability(device=None) -> int:
+        if inductor == "triton":   # what its kernels are compiled for
+            return _triton_target().arch
         major, minor = module.get_device_capability(device)
         return major * 10 + minor   # CUDA's encoding: Inductor compares these as integers
 
@@ -129,7 +264,13 @@ def _interface(device_interface: ModuleType, chip: str, module: ModuleType, dtyp
         return str(dtype).removeprefix("torch.") in dtypes
 
     def raise_if_triton_unavailable(device=None) -> None:
-        raise ChipCompileError(inductor_refusal(chip))
+        if inductor != "triton":
+            raise ChipCompileError(inductor_refusal(chip))
+        from torch.utils._triton import has_triton
+
+        if not has_triton():
+            raise ChipCompileError(f"torch.compile on chip '{chip}': Inductor compiles its kernels with Triton, "
+                                   f"which is not installed (or finds no device) in this environment")
 
     return type(f"{chip.capitalize()}Interface", (device_interface.DeviceInterface,), {
         "device": module.device,
@@ -153,8 +294,7 @@ def _interface(device_interface: ModuleType, chip: str, module: ModuleType, dtyp
         "is_bf16_supported": staticmethod(lambda including_emulation=False: module.is_bf16_supported()),
         "is_dtype_supported": staticmethod(is_dtype_supported),
         "memory_allocated": staticmethod(module.memory_allocated),
-        # Inductor's Triton code generation does not target the chip yet.
-        "is_triton_capable": staticmethod(lambda device=None: False),
+        "is_triton_capable": staticmethod(lambda device=None: inductor == "triton"),
         "raise_if_triton_unavailable": staticmethod(raise_if_triton_unavailable),
     })
 

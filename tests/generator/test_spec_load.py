@@ -51,6 +51,17 @@ def test_shared_memory_with_a_native_device(npu):
         dataclasses.replace(nvgpu, shares_memory_with="xpu")
 
 
+def test_compile_section(npu):
+    # npu's Triton step is interpreted: Inductor refuses it; nvgpu compiles Triton: Inductor's kernels.
+    assert npu.compile.inductor == "none"
+    nvgpu = load_spec(ROOT / "specs" / "nvgpu.yaml")
+    assert nvgpu.compile.inductor == "triton" and nvgpu.fallback.triton == "compile"
+    with pytest.raises(ValueError, match="compile.inductor triton needs fallback.triton compile"):
+        dataclasses.replace(npu, compile=model.Compile(inductor="triton"))
+    with pytest.raises(ValueError, match="out of range"):
+        model.Compile(inductor="cpp")
+
+
 def test_kernels_dtypes_fallback_amp(npu):
     k = npu.kernels
     assert k.namespace == "simnpu::ops"

@@ -51,3 +51,49 @@ def test_registered_at_once_where_dynamo_was_imported_first():
     """) + textwrap.dedent(PROBE), env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     check(last_json_line(proc.stdout))
+
+
+def test_a_triton_chip_gets_inductors_triton_code_generation():
+    """compile.inductor: triton, registered for the simulated NPU (its kernels cannot compile on a
+    CPU machine: the GPU suite runs them, stage `test` of scripts/nvgpu_device_run.sh): Inductor's
+    Triton scheduling and Python wrapper, the chip among its GPU types and its one GPU type, and
+    graph replay refused by name when Inductor schedules a graph for the chip."""
+    proc = run_python(textwrap.dedent("""
+        import json, torch, torch_fl
+        from torch_fl import compile as chip_compile
+        chip_compile.register("npu", torch.npu, ("float32",), "triton")
+        from torch._inductor import config, utils
+        from torch._inductor.codegen.common import (get_scheduling_for_device, get_wrapper_codegen_for_device,
+                                                    init_backend_registration)
+        from torch._inductor.codegen.triton import TritonScheduling
+        from torch._dynamo.device_interface import get_interface_for_device
+        init_backend_registration()
+        scheduling = get_scheduling_for_device("npu")
+        out = {"triton": issubclass(scheduling, TritonScheduling),
+               "wrapper": get_wrapper_codegen_for_device("npu").__name__,
+               "gpu_types": "npu" in utils.GPU_TYPES, "gpu_type": utils.get_gpu_type(),
+               "capable": get_interface_for_device("npu").is_triton_capable(),
+               "cpu_still": get_scheduling_for_device("cpu") is not None}
+        scheduling(None)                              # Inductor's feature query: no graph, no check
+        with config.patch({"triton.cudagraphs": True}):
+            try:
+                scheduling(object())
+                out["replay"] = "not refused"
+            except torch_fl.ChipCompileError as error:
+                out["replay"] = str(error)
+        print(json.dumps(out))
+    """), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = last_json_line(proc.stdout)
+    assert out["triton"] and out["wrapper"] == "PythonWrapperCodegen" and out["capable"]
+    assert out["gpu_types"] and out["gpu_type"] == "npu"
+    assert out["cpu_still"] is True
+    assert 'mode="reduce-overhead"' in out["replay"] and "chip 'npu'" in out["replay"]
+
+
+def test_compile_inductor_is_checked():
+    import pytest
+    from torch_fl import compile as chip_compile
+
+    with pytest.raises(ValueError, match="neither 'triton' nor 'none'"):
+        chip_compile.register("npu", None, (), "cpp")

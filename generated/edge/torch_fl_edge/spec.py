@@ -56,6 +56,8 @@ AMP_DEFAULT_DTYPE = ''
 AMP_LOWER_PRECISION_OPS = ()
 AMP_FP32_OPS = ()
 AMP_PROMOTE_OPS = ()
+# compile.inductor: how Inductor (torch.compile's default backend) makes the chip's kernels
+INDUCTOR = 'none'
 
 # The routing table: generator/model.py (ChipSpec.route) decides each route once; the C++
 # fallback, torch_fl.routes (the Triton router, the tests, the doctor) and `torchfl-gen matrix`

@@ -79,6 +79,8 @@ AMP_PROMOTE_OPS = (
     'addcdiv', 'addcmul', 'atan2', 'bilinear', 'cross', 'dot', 'vdot', 'grid_sampler', 'index_put',
     'tensordot', 'scatter_add',
 )
+# compile.inductor: how Inductor (torch.compile's default backend) makes the chip's kernels
+INDUCTOR = 'none'
 
 # The routing table: generator/model.py (ChipSpec.route) decides each route once; the C++
 # fallback, torch_fl.routes (the Triton router, the tests, the doctor) and `torchfl-gen matrix`

@@ -1,7 +1,9 @@
 """A generated chip under torch.compile: Dynamo's and AOTAutograd's graphs run by the chip's
-own kernels (backend "aot_eager"), forward and backward, against the same model run eagerly on
-the chip; dynamic shapes with a bounded number of compiles; no graph break of the chip's
-making; and Inductor's refusal, by name, until it generates code for the chip (issue 20).
+own kernels (backend "aot_eager"), and, where the spec's compile.inductor is "triton",
+Inductor's own Triton kernels for the chip (the default backend, and max-autotune), forward
+and backward, against the same model run eagerly on the chip; dynamic shapes with a bounded
+number of compiles; no graph break of the chip's making; graph replay refused by name; and,
+where compile.inductor is "none", Inductor's refusal by name.
 
 Written once for every chip: a chip suite's tests/test_compile.py imports these tests (after
 its conftest.py configured torch_fl.testing.suite). The transformers models need int64 token
@@ -21,6 +23,9 @@ CHIP = SPEC.CHIP
 FLOAT = getattr(torch, _suite.float_dtype)
 # Compiled and eager runs use the same kernels; AOTAutograd's decompositions may round otherwise.
 TOLERANCE = dict(atol=1e-4, rtol=1e-3) if FLOAT == torch.float32 else dict(atol=2e-2, rtol=2e-2)
+INDUCTOR = getattr(SPEC, "INDUCTOR", "none")
+# The backends a chip's graphs compile with: Inductor where it generates the chip's kernels.
+BACKENDS = ("aot_eager", "inductor") if INDUCTOR == "triton" else ("aot_eager",)
 
 
 def mlp() -> nn.Module:
@@ -33,25 +38,30 @@ def conv_block() -> nn.Module:
 
 
 class _Counting:
-    """aot_eager, counting the graphs Dynamo hands it."""
+    """A backend (aot_eager or Inductor), counting the graphs Dynamo hands it."""
 
-    def __init__(self):
+    def __init__(self, backend: str):
+        self.backend = backend
         self.graphs = 0
 
     def __call__(self, graph_module, example_inputs):
+        self.graphs += 1
+        if self.backend == "inductor":
+            from torch._inductor.compile_fx import compile_fx
+
+            return compile_fx(graph_module, example_inputs)
         from torch._dynamo.backends.debugging import aot_eager
 
-        self.graphs += 1
         return aot_eager(graph_module, example_inputs)
 
 
-def compiled_matches_eager(make, *inputs, backend="aot_eager", dynamic=None):
+def compiled_matches_eager(make, *inputs, backend="aot_eager", dynamic=None, mode=None):
     """One forward and backward of `make()` on the chip, compiled and eager, from the same
     weights: outputs and every gradient agree."""
     torch.manual_seed(0)
     eager = make().to(device=CHIP, dtype=FLOAT)
     compiled_model = copy.deepcopy(eager)
-    compiled = torch.compile(compiled_model, backend=backend, dynamic=dynamic)
+    compiled = torch.compile(compiled_model, backend=backend, dynamic=dynamic, mode=mode)
     chip_inputs = [x.to(CHIP) for x in inputs]
     expected = eager(*chip_inputs)
     actual = compiled(*chip_inputs)
@@ -68,24 +78,33 @@ def compiled_matches_eager(make, *inputs, backend="aot_eager", dynamic=None):
         torch.testing.assert_close(got.grad.cpu(), want.grad.cpu(), **TOLERANCE, msg=lambda m, n=name: f"{n}: {m}")
 
 
-def test_compiled_mlp_matches_eager():
-    compiled_matches_eager(mlp, torch.randn(8, 16, dtype=FLOAT))
+by_backend = pytest.mark.parametrize("backend", BACKENDS)
+
+
+@by_backend
+def test_compiled_mlp_matches_eager(backend):
+    compiled_matches_eager(mlp, torch.randn(8, 16, dtype=FLOAT), backend=backend)
 
 
 # Batch norm counts batches in int64. (A chip without a convolution kernel convolves on its chain.)
 if "int64" in SPEC.DTYPES:
-    def test_compiled_conv_block_with_batch_norm_matches_eager():
-        compiled_matches_eager(conv_block, torch.randn(4, 3, 8, 8, dtype=FLOAT))
+    @by_backend
+    def test_compiled_conv_block_with_batch_norm_matches_eager(backend):
+        compiled_matches_eager(conv_block, torch.randn(4, 3, 8, 8, dtype=FLOAT), backend=backend)
 
 
-def test_dynamic_shapes_compile_a_bounded_number_of_times():
-    backend = _Counting()
+@by_backend
+def test_dynamic_shapes_compile_a_bounded_number_of_times(backend):
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    counting = _Counting(backend)
     model = mlp().to(device=CHIP, dtype=FLOAT)
-    compiled = torch.compile(model, backend=backend, dynamic=True)
+    compiled = torch.compile(model, backend=counting, dynamic=True)
     for batch in (2, 3, 5, 7, 11):
         x = torch.randn(batch, 16, dtype=FLOAT, device=CHIP)
         torch.testing.assert_close(compiled(x).cpu(), model(x).cpu(), **TOLERANCE)
-    assert backend.graphs == 1, f"{backend.graphs} graphs for 5 batch sizes under dynamic=True"
+    assert counting.graphs == 1, f"{counting.graphs} graphs for 5 batch sizes under dynamic=True"
 
 
 def graph_breaks(fn, *args) -> list:
@@ -120,39 +139,85 @@ def test_the_chips_own_stream_functions_stay_in_the_graph():
     assert graph_breaks(step, x) == []
 
 
-# Without float32 Inductor's lowering makes a float32 tensor on the chip first (it computes
-# float16 in float32), refused by the chip's dtype error.
-@pytest.mark.skipif("float32" not in SPEC.DTYPES, reason="no float32 on the chip: its dtype error comes first")
-def test_inductor_refuses_the_chip_by_name():
-    from torch_fl.compile import inductor_refusal
+if INDUCTOR == "triton":
+    def test_inductor_writes_triton_kernels_that_run_on_the_chips_stream():
+        from torch._inductor.utils import run_and_get_code
 
-    model = mlp().to(device=CHIP, dtype=FLOAT)
-    x = torch.randn(8, 16, dtype=FLOAT, device=CHIP)
-    torch._dynamo.reset()
-    with pytest.raises(Exception) as raised:
-        torch.compile(model)(x)
-    assert inductor_refusal(CHIP) in str(raised.value)
-    # CPU graphs in the same process still compile with Inductor.
-    cpu = mlp()
-    y = torch.randn(3, 16)
-    torch.testing.assert_close(torch.compile(cpu)(y), cpu(y))
+        torch._dynamo.reset()
+        model = mlp().to(device=CHIP, dtype=FLOAT)
+        x = torch.randn(8, 16, dtype=FLOAT, device=CHIP)
+        out, (code, *_) = run_and_get_code(torch.compile(model), x)
+        assert out.device.type == CHIP
+        torch.testing.assert_close(out.cpu(), model(x).cpu(), **TOLERANCE)
+        assert "async_compile.triton(" in code and "@triton.jit" in code, "no Triton kernel in Inductor's code"
+        assert f"torch.{CHIP}.current_stream(" in code, "the kernels are not launched on the chip's stream"
+
+    def test_inductor_kernels_follow_the_current_stream():
+        # Queued on a side stream of the chip, behind a long producer on the same stream: the
+        # result must be complete once that stream is synchronized.
+        module = getattr(torch, CHIP)
+        torch._dynamo.reset()
+        fn = torch.compile(lambda a: (a * 2 + 1).sin())
+        base = torch.arange(1 << 22, dtype=FLOAT) % 97
+        fn(base.to(CHIP))
+        side = module.Stream()
+        with module.stream(side):
+            a = base.to(CHIP, non_blocking=True) * 1.0
+            out = fn(a)
+        side.synchronize()
+        torch.testing.assert_close(out.cpu(), (base * 2 + 1).sin(), **TOLERANCE)
+
+    def test_max_autotune_matches_eager_without_graph_replay():
+        torch._dynamo.reset()
+        with pytest.warns(UserWarning, match=f"chip '{CHIP}' runs without graph replay"):
+            compiled_matches_eager(mlp, torch.randn(8, 16, dtype=FLOAT), backend="inductor", mode="max-autotune")
+
+    def test_graph_replay_is_refused_by_name():
+        from torch_fl.compile import graph_replay_refusal
+
+        torch._dynamo.reset()
+        model = mlp().to(device=CHIP, dtype=FLOAT)
+        with pytest.raises(Exception) as raised:
+            torch.compile(model, mode="reduce-overhead")(torch.randn(8, 16, dtype=FLOAT, device=CHIP))
+        assert graph_replay_refusal(CHIP) in str(raised.value)
+else:
+    # Without float32 Inductor's lowering makes a float32 tensor on the chip first (it computes
+    # float16 in float32), refused by the chip's dtype error.
+    @pytest.mark.skipif("float32" not in SPEC.DTYPES, reason="no float32 on the chip: its dtype error comes first")
+    def test_inductor_refuses_the_chip_by_name():
+        from torch_fl.compile import inductor_refusal
+
+        model = mlp().to(device=CHIP, dtype=FLOAT)
+        x = torch.randn(8, 16, dtype=FLOAT, device=CHIP)
+        torch._dynamo.reset()
+        with pytest.raises(Exception) as raised:
+            torch.compile(model)(x)
+        assert inductor_refusal(CHIP) in str(raised.value)
+        # CPU graphs in the same process still compile with Inductor.
+        cpu = mlp()
+        y = torch.randn(3, 16)
+        torch.testing.assert_close(torch.compile(cpu)(y), cpu(y))
 
 
 if "int64" in SPEC.DTYPES and "float32" in SPEC.DTYPES:
     def _transformers():
         return pytest.importorskip("transformers")
 
-    def test_compiled_gpt2_matches_eager():
+    @by_backend
+    def test_compiled_gpt2_matches_eager(backend):
         transformers = _transformers()
         config = transformers.GPT2Config(vocab_size=96, n_positions=32, n_embd=32, n_layer=2, n_head=4,
                                          resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-        compiled_matches_eager(lambda: transformers.GPT2LMHeadModel(config), torch.randint(0, 96, (2, 12)))
+        compiled_matches_eager(lambda: transformers.GPT2LMHeadModel(config), torch.randint(0, 96, (2, 12)),
+                               backend=backend)
 
-    def test_compiled_llama_matches_eager():
+    @by_backend
+    def test_compiled_llama_matches_eager(backend):
         transformers = _transformers()
         config = transformers.LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
-        compiled_matches_eager(lambda: transformers.LlamaForCausalLM(config), torch.randint(0, 96, (2, 12)))
+        compiled_matches_eager(lambda: transformers.LlamaForCausalLM(config), torch.randint(0, 96, (2, 12)),
+                               backend=backend)
 
 
 __all__ = [name for name in tuple(globals()) if name.startswith("test_")]
