@@ -14,6 +14,10 @@ Then the sweep's median and worst ratio per precision.
 
   python bench/models.py --chip nvgpu --native cuda --size realistic --out bench/results/h200/models.json
   python bench/models.py --chip npu --native cpu --size small --models gpt2 lstm --steps 3 --warmup 1
+
+With --compile default, both workers train torch.compile(model) (Inductor; the chip's Triton
+kernels where its spec's compile.inductor is triton): compiled chip against compiled native.
+The eager run of the same sweep, on the same machine, gives compiled against eager.
 """
 from __future__ import annotations
 
@@ -396,6 +400,8 @@ def serve(args) -> None:
         _common.ask_for_chip(device)
     saved = torch.load(args.inputs, weights_only=True)
     model = _load_model(args.model, args.size, saved, device)
+    if args.compile != "none":   # compiled in the warmup steps
+        model = torch.compile(model, mode=args.compile)
     batches = [_to_device(b, device) for b in saved["batches"]]
     if is_chip:
         torch_fl.reset_fallback_stats()
@@ -518,7 +524,7 @@ def _start_worker(args, role: str, device: str, model: str, precision: str, opti
         env["TORCH_FL_CHIPS"] = "none"
     argv = [sys.executable, __file__, "--worker", device, "--role", role, "--model", model, "--size", args.size,
             "--precision", precision, "--optimizer", optimizer, "--warmup", str(args.warmup),
-            "--inputs", str(inputs)]
+            "--inputs", str(inputs), "--compile", args.compile]
     return Worker(f"{role} {device}", argv, env)
 
 
@@ -671,7 +677,7 @@ def report(args, results: dict) -> dict:
     record = {"chip": args.chip, "native": args.native, "size": args.size, "models": args.models,
               "precisions": args.precision, "optimizers": args.optimizer, "warmup": args.warmup,
               "steps_per_device": args.steps, "blocks": block_sizes(args.steps, args.blocks),
-              "timeout_s": args.timeout, "results": results, "summary": summary(results),
+              "timeout_s": args.timeout, "compile": args.compile, "results": results, "summary": summary(results),
               "native_worker_env": {"TORCH_FL_CHIPS": "none"},
               "notes": [NATIVE_WORKER_NOTE, LOSS_NOTE, TIMING_NOTE]}
     header = ["model", "size", "precision", "optimizer", f"{args.chip} ms", f"{args.native} ms", "ratio",
@@ -698,6 +704,8 @@ def parse(argv=None):
     p.add_argument("--steps", type=int, default=20, help="timed steps per device and model")
     p.add_argument("--blocks", type=int, default=4, help="alternations between the devices the steps are split into")
     p.add_argument("--timeout", type=float, default=600, help="seconds a model (both workers) may take in all")
+    p.add_argument("--compile", choices=("none", "default", "max-autotune-no-cudagraphs"), default="none",
+                   help="train torch.compile(model, mode=...) on both devices (none: eager)")
     # the worker's side
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--role", choices=("chip", "native"), help=argparse.SUPPRESS)
