@@ -338,16 +338,20 @@ def matrix(spec_path: str, results: str | None, out_dir: str) -> None:
 @click.option("--script", required=True, type=click.Path(dir_okay=False, exists=True),
               help="Python script to run (in this process) with the chip's backend.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--compile", "compile_", is_flag=True,
+              help="Report the graph breaks of what SCRIPT compiles (torch.compile), the chip's first.")
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
-def coverage(spec_path: str, script: str, as_json: bool, script_args: tuple[str, ...]) -> None:
+def coverage(spec_path: str, script: str, as_json: bool, compile_: bool, script_args: tuple[str, ...]) -> None:
     """Run SCRIPT under a dispatch trace: every aten op it called and its path on SPEC's chip.
 
     Arguments after `--` go to the script. Sorted for a vendor engineer: CPU fallbacks first.
+    With --compile, SCRIPT runs untraced and the report is its torch.compile graph breaks, each
+    with its count and whether the chip caused it.
     """
     from .coverage import run
 
     spec = _load(spec_path)
-    status = run(spec, script, list(script_args), as_json)
+    status = run(spec, script, list(script_args), as_json, compile_)
     if status != 0:
         sys.exit(EXIT_COVERAGE)
 

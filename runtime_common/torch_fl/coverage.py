@@ -4,6 +4,7 @@
     report = torch_fl.coverage.trace_model(model, inputs)  # one forward + backward step
     print(report.table()); report.to_json(); report.ops    # rows, CPU fallbacks first
     python -m torch_fl coverage --chip npu --script train.py -- ARGS   (`torchfl-gen coverage`)
+    python -m torch_fl coverage --chip npu --compile --script train.py  (its torch.compile graph breaks)
 
 A TorchDispatchMode sees every aten op after autograd and the implicit decompositions; around
 each call the chip's path counters (fallback_stats) are diffed, so each traced op gets the
@@ -11,6 +12,10 @@ backend ops that ran under it and where: "vendor" (a vendor kernel), "triton" (t
 Triton kernels), "cpu" (the boxed CPU fallback), or "composite" (no counter moved: views,
 allocation and other ops the backend runtime serves itself, or a decomposition into such ops).
 When several paths ran under one op, the slowest wins: cpu, then triton, then vendor.
+
+With --compile the script runs untraced (a dispatch mode would change what Dynamo traces) and
+the report is its graph breaks: each reason Dynamo gave, how often, and whether the chip caused
+it: its reason names the chip's code (torch_fl, the chip's package or C++ module, torch.<chip>).
 """
 from __future__ import annotations
 
@@ -157,6 +162,80 @@ def trace_model(model, inputs) -> CoverageReport:
     return trace(step)
 
 
+@dataclass
+class GraphBreak:
+    reason: str          # Dynamo's, its first line and the one explaining it
+    count: int
+    chip: bool           # the reason names the chip's code
+
+
+@dataclass
+class CompileReport:
+    chip: str
+    graphs: int          # graphs Dynamo compiled
+    breaks: list[GraphBreak]
+
+    @property
+    def chip_breaks(self) -> int:
+        return sum(b.count for b in self.breaks if b.chip)
+
+    def as_dict(self) -> dict:
+        return {"chip": self.chip, "graphs": self.graphs, "graph_breaks": sum(b.count for b in self.breaks),
+                "chip_graph_breaks": self.chip_breaks,
+                "breaks": [{"reason": b.reason, "count": b.count, "chip": b.chip} for b in self.breaks]}
+
+    def table(self) -> str:
+        lines = [f"{b.count:>5}  {'chip ' if b.chip else 'other'}  {b.reason}" for b in self.breaks]
+        total = sum(b.count for b in self.breaks)
+        return "\n".join(["count  cause  graph break reason", "-" * 60, *lines,
+                          f"\n{self.graphs} graph(s) compiled on {self.chip}; {total} graph break(s), "
+                          f"{self.chip_breaks} caused by the chip"])
+
+
+def _brief(reason: str) -> str:
+    lines = [line.strip() for line in reason.splitlines() if line.strip()]
+    return " / ".join(lines[:2])
+
+
+def caused_by_chip(reason: str, chip: str) -> bool:
+    """A break is the chip's when its reason names the chip's code: the runtime (torch_fl), the
+    chip's package or C++ module (torch_fl_<chip>), or its device module (torch.<chip>.)."""
+    return any(mark in reason for mark in ("torch_fl", f"torch.{chip}."))
+
+
+def compile_report(chip: str) -> CompileReport:
+    """Dynamo's graph breaks so far in this process (its counters), attributed."""
+    from torch._dynamo.utils import counters
+
+    merged: dict[str, int] = {}
+    for reason, count in counters["graph_break"].items():
+        merged[_brief(reason)] = merged.get(_brief(reason), 0) + count
+    breaks = sorted((GraphBreak(reason, count, caused_by_chip(reason, chip)) for reason, count in merged.items()),
+                    key=lambda b: (not b.chip, -b.count, b.reason))
+    return CompileReport(chip, int(counters["stats"]["unique_graphs"]), breaks)
+
+
+def _run_as_main(script: str, args: list[str], mode=None) -> str | None:
+    """Run `script` as __main__ (sys.argv = [script, *args]; under `mode` if given): its failure,
+    or None."""
+    saved_argv = sys.argv
+    sys.argv = [script, *args]
+    try:
+        if mode is None:
+            runpy.run_path(script, run_name="__main__")
+        else:
+            with mode:
+                runpy.run_path(script, run_name="__main__")
+    except SystemExit as exit_:
+        if exit_.code not in (None, 0):
+            return f"SystemExit({exit_.code!r})"
+    except Exception as exc:  # the report of what ran is still useful
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        sys.argv = saved_argv
+    return None
+
+
 EXIT_FAILED = 6  # the script failed or the chip is unusable (= torchfl-gen's EXIT_COVERAGE)
 
 
@@ -167,6 +246,15 @@ class CoverageUnavailable(RuntimeError):
 def run_script(chip: str, script: str, args: list[str]) -> tuple[CoverageReport, str | None, object]:
     """Run `script` as __main__ (sys.argv = [script, *args]) under the trace: the report of what
     ran, the script's failure (or None) and the chip's spec module (its routing table)."""
+    info = _usable(chip)
+    spec = importlib.import_module(f"{info.package}.spec")
+    mode = CoverageMode()
+    error = _run_as_main(script, args, mode)
+    return mode.report(), error, spec
+
+
+def _usable(chip: str):
+    """The chip's init info, or CoverageUnavailable saying why not."""
     import torch_fl
 
     info = torch_fl.init().get(chip)
@@ -176,22 +264,17 @@ def run_script(chip: str, script: str, args: list[str]) -> tuple[CoverageReport,
     if torch._C._get_privateuse1_backend_name() != chip:
         raise CoverageUnavailable(f"the PrivateUse1 backend here is "
                                   f"'{torch._C._get_privateuse1_backend_name()}', not '{chip}'")
-    spec = importlib.import_module(f"{info.package}.spec")
-    saved_argv = sys.argv
-    sys.argv = [script, *args]
-    error = None
-    mode = CoverageMode()
-    try:
-        with mode:
-            runpy.run_path(script, run_name="__main__")
-    except SystemExit as exit_:
-        if exit_.code not in (None, 0):
-            error = f"SystemExit({exit_.code!r})"
-    except Exception as exc:  # the report of what ran is still useful
-        error = f"{type(exc).__name__}: {exc}"
-    finally:
-        sys.argv = saved_argv
-    return mode.report(), error, spec
+    return info
+
+
+def run_compile_script(chip: str, script: str, args: list[str]) -> tuple[CompileReport, str | None]:
+    """Run `script` as __main__, untraced: the graph breaks of what it compiled, and its failure."""
+    _usable(chip)
+    import torch._dynamo.utils
+
+    torch._dynamo.utils.counters.clear()
+    error = _run_as_main(script, args)
+    return compile_report(chip), error
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,8 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--script", required=True, help="the script to run, as __main__")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--spec", help="the spec's name for the JSON report (default: the build's)")
+    parser.add_argument("--compile", action="store_true",
+                        help="report the graph breaks of what the script compiles (torch.compile) instead")
     parser.add_argument("script_args", nargs="*", help="arguments for the script (after --)")
     args = parser.parse_args(argv)
+    if args.compile:
+        return _main_compile(args)
     try:
         report, error, spec = run_script(args.chip, args.script, args.script_args)
     except CoverageUnavailable as failure:
@@ -223,6 +310,22 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(data, indent=1, sort_keys=True))
     else:
         print(report.table(declared))
+    if error is not None:
+        print(f"error: {args.script} failed: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
+def _main_compile(args) -> int:
+    try:
+        report, error = run_compile_script(args.chip, args.script, args.script_args)
+    except CoverageUnavailable as failure:
+        print(f"error: {failure}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=1, sort_keys=True))
+    else:
+        print(report.table())
     if error is not None:
         print(f"error: {args.script} failed: {error}", file=sys.stderr)
         return EXIT_FAILED

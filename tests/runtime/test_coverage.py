@@ -84,3 +84,37 @@ def test_cli_failing_script(tmp_path):
     assert proc.returncode == 6
     assert "ValueError: nope" in proc.stderr
     assert "relu" in proc.stdout  # what ran before the failure is still reported
+
+
+def test_cli_reports_the_graph_breaks_of_what_a_script_compiles(tmp_path):
+    # Two breaks: the chip's own stream function (its C++ module: the chip's doing) and a print
+    # (the script's). Device-generic stream code does not break.
+    script = tmp_path / "compiled.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+
+        def step(x):
+            y = x * 2
+            torch.accelerator.current_stream()
+            torch.npu.current_device()
+            print("inside")
+            return y.sum()
+
+        out = torch.compile(step, backend="aot_eager")(torch.ones(4, device="npu"))
+        print("result", out.item())
+    """), encoding="utf-8")
+    table = coverage_cli("--compile", "--script", str(script))
+    assert table.returncode == 0, table.stderr
+    assert "result 8.0" in table.stdout
+    as_json = coverage_cli("--compile", "--json", "--script", str(script))
+    assert as_json.returncode == 0, as_json.stderr
+    data = json.loads(as_json.stdout[as_json.stdout.index("{"):])
+    assert data["chip"] == "npu" and data["graphs"] >= 1
+    chip = [b for b in data["breaks"] if b["chip"]]
+    other = [b for b in data["breaks"] if not b["chip"]]
+    assert len(chip) == 1 and "torch_fl_npu" in chip[0]["reason"] and data["chip_graph_breaks"] == chip[0]["count"]
+    assert any("print" in b["reason"] for b in other)
+    assert data["graph_breaks"] == sum(b["count"] for b in data["breaks"])
+    lines = table.stdout.splitlines()
+    assert any(line.split()[1:2] == ["chip"] and "torch_fl_npu" in line for line in lines if line.strip())
+    assert f"{data['chip_graph_breaks']} caused by the chip" in table.stdout
