@@ -78,6 +78,9 @@ def _register_in(name: str, module: ModuleType) -> None:
                 if inductor == "none":
                     module.register_backend_for_device(chip, _refusing(chip), _refusing(chip), _refusing(chip))
         if name == _INDUCTOR:
+            triton_chips = [chip for chip, (_, _, inductor) in _chips.items() if inductor == "triton"]
+            if triton_chips:
+                _join_gpu_types(triton_chips)
             _after_backend_registration(module)
     except Exception as error:  # noqa: BLE001
         warnings.warn(f"torch_fl: could not register {sorted(_chips)} with {name}: {type(error).__name__}: {error}",
@@ -109,10 +112,9 @@ _triton_registered: set[str] = set()
 
 def _register_triton(common: ModuleType, chips: list[str]) -> None:
     """Inductor's Triton scheduling and Python wrapper for `chips`, which join its GPU types."""
-    from torch._inductor import config, utils
+    from torch._inductor import config
     from torch._inductor.codegen.triton import TritonScheduling
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
-    from torch._inductor.runtime import hints
 
     for chip in chips:
         class ChipTritonScheduling(TritonScheduling):
@@ -124,11 +126,44 @@ def _register_triton(common: ModuleType, chips: list[str]) -> None:
                 super().__init__(scheduler)
 
         ChipTritonScheduling.__name__ = ChipTritonScheduling.__qualname__ = f"{chip.capitalize()}TritonScheduling"
-        common.register_backend_for_device(chip, ChipTritonScheduling, PythonWrapperCodegen)
+        try:
+            common.register_backend_for_device(chip, ChipTritonScheduling, PythonWrapperCodegen,
+                                               device_custom_pass=_cache_key_pass(chip))
+        except TypeError:  # a torch without custom backend passes: its caches key on torch alone
+            common.register_backend_for_device(chip, ChipTritonScheduling, PythonWrapperCodegen)
         _triton_registered.add(chip)
-    # Inductor's passes ask get_gpu_type() for "the" GPU: with a chip registered that is the
-    # chip, as torch's accelerator is (a process with cuda beside it refuses cuda backward, and
-    # Inductor asserts on two GPU types). Its answer is cached: asked once with the chip alone.
+
+
+def _cache_key_pass(chip: str):
+    """A graph pass that changes nothing: Inductor puts its uuid() in the key of its on-disk
+    caches, which know nothing of this module's registration (the wrapper's stream and device
+    calls it writes): code compiled under another torch_fl is not served again."""
+    import hashlib
+    from pathlib import Path
+
+    from torch._inductor.custom_graph_pass import CustomGraphModulePass
+
+    key = (chip, "triton", hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16])
+
+    class TorchFlRegistration(CustomGraphModulePass):
+        def __call__(self, gm) -> None:
+            return None
+
+        def uuid(self):
+            return key
+
+    return TorchFlRegistration()
+
+
+def _join_gpu_types(chips: list[str]) -> None:
+    """The Triton chips join Inductor's GPU types, before its first graph pass (they run as
+    soon as torch.compile imports Inductor). Its passes ask get_gpu_type() for "the" GPU: with a
+    chip registered that is the chip, as torch's accelerator is (a process with cuda beside it
+    refuses cuda backward, and Inductor asserts on two GPU types). That answer is cached: asked
+    once with the chip alone. Kernels' DeviceProperties are the Triton target's."""
+    from torch._inductor import utils
+    from torch._inductor.runtime import hints
+
     known = [gpu for gpu in utils.GPU_TYPES if gpu not in chips]
     utils.GPU_TYPES[:] = list(chips[:1])
     utils.get_gpu_type.cache_clear()
@@ -136,7 +171,7 @@ def _register_triton(common: ModuleType, chips: list[str]) -> None:
         utils.get_gpu_type()
     finally:
         utils.GPU_TYPES[:] = known + list(chips)
-    _target_properties.install(hints)
+    _target_properties.install(hints, chips)
 
 
 def _no_graph_replay(chip: str) -> None:
@@ -161,15 +196,18 @@ class _target_properties:
     are what Triton's active backend compiles for (its current target), with the device's limits
     from Triton's driver, not the chip's spec capability."""
 
+    chips: set[str] = set()
+
     @staticmethod
-    def install(hints: ModuleType) -> None:
+    def install(hints: ModuleType, chips: list[str]) -> None:
+        _target_properties.chips.update(chips)
         create = hints.DeviceProperties.create
         if getattr(create, "_torch_fl_chips", False):
             return
 
         def chip_create(cls, device):
             device_type = getattr(device, "type", device)
-            if device_type in _triton_registered:
+            if device_type in _target_properties.chips:
                 return _target_properties.of(cls, device_type, getattr(device, "index", None) or 0)
             return create(device)
 
