@@ -16,8 +16,10 @@ Then the sweep's median and worst ratio per precision.
   python bench/models.py --chip npu --native cpu --size small --models gpt2 lstm --steps 3 --warmup 1
 
 With --compile default, both workers train torch.compile(model) (Inductor; the chip's Triton
-kernels where its spec's compile.inductor is triton): compiled chip against compiled native.
-The eager run of the same sweep, on the same machine, gives compiled against eager.
+kernels where its spec's compile.inductor is triton): compiled chip against compiled native
+(--compile aot_eager: Dynamo's and AOTAutograd's graphs run by each device's own kernels). The
+eager run of the same sweep, on the same machine, gives compiled against eager. Compiled runs
+count each worker's graph breaks, and on the chip those the chip caused (torch_fl.coverage).
 """
 from __future__ import annotations
 
@@ -390,6 +392,19 @@ def _paths() -> dict[str, int]:
     return totals
 
 
+def _graph_breaks(device: str) -> dict[str, int]:
+    """Dynamo's graph breaks in this worker: all of them, and those the chip's code caused."""
+    from torch._dynamo.utils import counters
+
+    from torch_fl.coverage import caused_by_chip
+
+    chip = device.split(":")[0]
+    reasons = counters["graph_break"]
+    return {"all": sum(reasons.values()),
+            "chip": sum(n for reason, n in reasons.items() if caused_by_chip(reason, chip)),
+            "graphs": int(counters["stats"]["unique_graphs"])}
+
+
 def serve(args) -> None:
     """Load, measure the eval loss, warm up, then run the blocks of steps the parent asks for."""
     device, is_chip = args.worker, args.role == "chip"
@@ -400,7 +415,9 @@ def serve(args) -> None:
         _common.ask_for_chip(device)
     saved = torch.load(args.inputs, weights_only=True)
     model = _load_model(args.model, args.size, saved, device)
-    if args.compile != "none":   # compiled in the warmup steps
+    if args.compile == "aot_eager":   # compiled in the warmup steps
+        model = torch.compile(model, backend="aot_eager")
+    elif args.compile != "none":
         model = torch.compile(model, mode=args.compile)
     batches = [_to_device(b, device) for b in saved["batches"]]
     if is_chip:
@@ -415,7 +432,8 @@ def serve(args) -> None:
         timings = [timed_step(step, device) for _ in range(int(line))]
         _send({"host_s": [t[0] for t in timings], "step_s": [t[1] for t in timings],
                "losses": [t[2] for t in timings]})
-    _send({"cpu_fallbacks": _cpu_fallbacks() if is_chip else {}, "paths": _paths() if is_chip else {}})
+    _send({"cpu_fallbacks": _cpu_fallbacks() if is_chip else {}, "paths": _paths() if is_chip else {},
+           "graph_breaks": _graph_breaks(device) if args.compile != "none" else None})
 
 
 def worker(args) -> None:
@@ -568,8 +586,9 @@ def summarize_pair(ready: dict, blocks: dict, final: dict) -> dict:
     host = {role: _common.median(joined(role, "host_s")) for role in blocks}
     train_losses = {role: ready[role]["warmup_losses"] + joined(role, "losses") for role in blocks}
     fallbacks = final["chip"]["cpu_fallbacks"]
+    chip_breaks = (final["chip"].get("graph_breaks") or {}).get("chip", 0)
     return {
-        "status": "fallbacks" if fallbacks else "ok",
+        "status": "fallbacks" if fallbacks else "chip graph breaks" if chip_breaks else "ok",
         "median_step_s": step, "median_host_s": host,
         "ratio": step["chip"] / step["native"],
         "host_ratio": host["chip"] / host["native"],
@@ -585,6 +604,7 @@ def summarize_pair(ready: dict, blocks: dict, final: dict) -> dict:
         "cpu_fallbacks": fallbacks,
         "cpu_fallback_calls": sum(fallbacks.values()),
         "chip_paths": final["chip"]["paths"],
+        "graph_breaks": {role: final[role].get("graph_breaks") for role in final},
         "native_privateuse1_backend": ready["native"]["privateuse1_backend"],
     }
 
@@ -683,6 +703,11 @@ def report(args, results: dict) -> dict:
     header = ["model", "size", "precision", "optimizer", f"{args.chip} ms", f"{args.native} ms", "ratio",
               "host ratio", "step-0 loss rel. diff", "last loss rel. diff", "CPU fallbacks", "status"]
     _common.emit("models_train_step", record, table_rows(results, args.size), header, args.out)
+    for name, run, figures in _runs(results):
+        breaks = figures.get("graph_breaks") or {}
+        if breaks.get("chip") is not None:
+            print(f"graph breaks {name} {run}: {args.chip} {breaks['chip']['all']} ({breaks['chip']['chip']} the chip's, "
+                  f"{breaks['chip']['graphs']} graphs), {args.native} {breaks['native']['all']}")
     for run, s in record["summary"].items():
         print(f"summary {run}: median ratio {s['median_ratio']:.3g}, worst {s['worst_ratio']:.3g} "
               f"({s['worst_model']}) over {s['models']} models")
@@ -704,8 +729,8 @@ def parse(argv=None):
     p.add_argument("--steps", type=int, default=20, help="timed steps per device and model")
     p.add_argument("--blocks", type=int, default=4, help="alternations between the devices the steps are split into")
     p.add_argument("--timeout", type=float, default=600, help="seconds a model (both workers) may take in all")
-    p.add_argument("--compile", choices=("none", "default", "max-autotune-no-cudagraphs"), default="none",
-                   help="train torch.compile(model, mode=...) on both devices (none: eager)")
+    p.add_argument("--compile", choices=("none", "default", "max-autotune-no-cudagraphs", "aot_eager"), default="none",
+                   help="train torch.compile(model, mode=...) on both devices (aot_eager: that backend; none: eager)")
     # the worker's side
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--role", choices=("chip", "native"), help=argparse.SUPPRESS)

@@ -129,6 +129,7 @@ def _resolving_math_bits(op: str, kernel: Callable) -> Callable:
 
 def _counted(op: str, kernel: Callable, note_path: Callable[[str, str], None],
              next_step: Callable | None) -> Callable:
+    from ._outside_dynamo import outside_dynamo
     from .triton_ops import Unsupported
 
     name, _, overload = op.partition(".")
@@ -149,7 +150,7 @@ def _counted(op: str, kernel: Callable, note_path: Callable[[str, str], None],
         return result
 
     run.__name__ = f"triton_{op.replace('.', '_')}"
-    return run
+    return outside_dynamo(run)
 
 
 def _on_chip_stream(native_stream: Callable[[], int]) -> Callable[[Callable], Callable]:

@@ -138,6 +138,7 @@ def register_scaler_kernels(chip: str, note_path, mode: str):
     if mode == "interpret":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from . import triton_ops
+    from ._outside_dynamo import outside_dynamo
 
     if not triton_ops.available():
         return None
@@ -153,6 +154,6 @@ def register_scaler_kernels(chip: str, note_path, mode: str):
         return result
 
     library = torch.library.Library("aten", "IMPL")
-    library.impl(SCALER_OPS[0], unscale, "PrivateUse1")
-    library.impl(SCALER_OPS[1], update, "PrivateUse1")
+    library.impl(SCALER_OPS[0], outside_dynamo(unscale), "PrivateUse1")
+    library.impl(SCALER_OPS[1], outside_dynamo(update), "PrivateUse1")
     return library

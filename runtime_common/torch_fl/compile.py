@@ -31,7 +31,9 @@ from types import ModuleType
 __all__ = ["ChipCompileError", "register"]
 
 _DYNAMO = "torch._dynamo.device_interface"
+_EVAL_FRAME = "torch._dynamo.eval_frame"
 _INDUCTOR = "torch._inductor.codegen.common"
+_HOOKED = (_DYNAMO, _EVAL_FRAME, _INDUCTOR)
 _chips: dict[str, tuple[ModuleType, tuple[str, ...], str]] = {}   # chip -> (torch.<chip>, spec dtypes, compile.inductor)
 _lock = threading.Lock()
 
@@ -61,7 +63,7 @@ def register(chip: str, device_module: ModuleType, dtypes: tuple[str, ...], indu
         _chips[chip] = (device_module, tuple(dtypes), inductor)
         if not any(isinstance(finder, _ThenRegister.Finder) for finder in sys.meta_path):
             sys.meta_path.insert(0, _ThenRegister.Finder())
-    for name in (_DYNAMO, _INDUCTOR):
+    for name in _HOOKED:
         module = sys.modules.get(name)
         if module is not None:
             _register_in(name, module)
@@ -70,6 +72,13 @@ def register(chip: str, device_module: ModuleType, dtypes: tuple[str, ...], indu
 def _register_in(name: str, module: ModuleType) -> None:
     # A failure here must not fail torch's import: torch.compile then reports what it lacks.
     try:
+        if name == _EVAL_FRAME:
+            # The chips' kernels turn Dynamo's frame hook off (torch_fl._outside_dynamo), but
+            # the hook sees the frame that does so: Dynamo is told to skip that frame.
+            from ._outside_dynamo import WRAPPER_CODE
+
+            module.skip_code(WRAPPER_CODE)
+            return
         for chip, (device_module, dtypes, inductor) in list(_chips.items()):
             if name == _DYNAMO:
                 module.register_interface_for_device(chip, _interface(module, chip, device_module, dtypes, inductor))
@@ -256,7 +265,7 @@ class _ThenRegister(importlib.abc.Loader):
         _searching = threading.local()   # another finder asking the whole meta path must not loop
 
         def find_spec(self, name, path, target=None):
-            if name not in (_DYNAMO, _INDUCTOR) or getattr(self._searching, "active", False):
+            if name not in _HOOKED or getattr(self._searching, "active", False):
                 return None
             self._searching.active = True
             try:

@@ -107,6 +107,36 @@ def test_dynamic_shapes_compile_a_bounded_number_of_times(backend):
     assert counting.graphs == 1, f"{counting.graphs} graphs for 5 batch sizes under dynamic=True"
 
 
+class RecurrentLM(nn.Module):
+    """Embedding, a two-layer LSTM, a head: Dynamo does not trace recurrent layers, so the LSTM
+    runs eagerly inside the compiled call, with Dynamo's frame hook on."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens = nn.Embedding(32, 16)
+        self.rnn = nn.LSTM(16, 16, num_layers=2, batch_first=True)
+        self.head = nn.Linear(16, 32)
+
+    def forward(self, tokens):
+        return self.head(self.rnn(self.tokens(tokens))[0])
+
+
+# Token ids are int64.
+if "int64" in SPEC.DTYPES:
+    def test_chip_kernels_between_graph_breaks_are_not_traced():
+        # Each of the chip's ops the LSTM calls runs its kernel (vendor, Triton, chain) eagerly
+        # under Dynamo's frame hook: the kernels' Python frames must not be traced as user code
+        # (through Triton's interpreter that failed outright, on fake tensors).
+        from torch._dynamo.utils import counters
+
+        torch._dynamo.reset()
+        counters.clear()
+        compiled_matches_eager(RecurrentLM, torch.randint(0, 32, (2, 6)))
+        traced = [reason.splitlines()[0] + reason.splitlines()[1] for reason in counters["graph_break"]
+                  if "torch_fl" in reason or "triton" in reason]
+        assert traced == [], traced
+
+
 def graph_breaks(fn, *args) -> list:
     import torch._dynamo
 
