@@ -291,6 +291,8 @@ def install(module: types.ModuleType, spec: types.ModuleType, _C: Any) -> None:
         raise TypeError(f"cannot interpret {device!r} as a {spec.CHIP} device")
 
     def current_device() -> int:
+        if torch.compiler.is_compiling():   # the chip is torch's accelerator: Dynamo traces this
+            return torch.accelerator.current_device_index()
         _lazy_init()
         return _C.current_device()
 
@@ -363,6 +365,9 @@ def install(module: types.ModuleType, spec: types.ModuleType, _C: Any) -> None:
         return Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)
 
     def current_stream(device: Any = None) -> Stream:
+        if torch.compiler.is_compiling():   # as current_device: the graph keeps the stream
+            return torch.accelerator.current_stream() if device is None else torch.accelerator.current_stream(
+                torch.device(spec.CHIP, device) if isinstance(device, int) else device)
         _lazy_init()
         return _as_stream(_C.current_stream(_index(device)))
 

@@ -87,8 +87,8 @@ def test_cli_failing_script(tmp_path):
 
 
 def test_cli_reports_the_graph_breaks_of_what_a_script_compiles(tmp_path):
-    # Two breaks: the chip's own stream function (its C++ module: the chip's doing) and a print
-    # (the script's). Device-generic stream code does not break.
+    # Two breaks: the chip's memory statistics (its C++ module: the chip's doing) and a print
+    # (the script's). Stream and device queries, generic or the chip's, do not break.
     script = tmp_path / "compiled.py"
     script.write_text(textwrap.dedent("""
         import torch
@@ -96,7 +96,8 @@ def test_cli_reports_the_graph_breaks_of_what_a_script_compiles(tmp_path):
         def step(x):
             y = x * 2
             torch.accelerator.current_stream()
-            torch.npu.current_device()
+            torch.npu.current_stream(torch.npu.current_device())
+            torch.npu.memory_allocated()
             print("inside")
             return y.sum()
 
