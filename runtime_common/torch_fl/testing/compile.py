@@ -108,13 +108,15 @@ def test_dynamic_shapes_compile_a_bounded_number_of_times(backend):
 
 
 class RecurrentLM(nn.Module):
-    """Embedding, a two-layer LSTM, a head: Dynamo does not trace recurrent layers, so the LSTM
-    runs eagerly inside the compiled call, with Dynamo's frame hook on."""
+    """Embedding, a two-layer RNN, a head: Dynamo does not trace recurrent layers, so the RNN
+    runs eagerly inside the compiled call, with Dynamo's frame hook on. (A tanh RNN: an LSTM
+    on a PrivateUse1 device takes torch's fused cell, `_thnn_fused_lstm_cell`, which not every
+    chip has.)"""
 
     def __init__(self):
         super().__init__()
         self.tokens = nn.Embedding(32, 16)
-        self.rnn = nn.LSTM(16, 16, num_layers=2, batch_first=True)
+        self.rnn = nn.RNN(16, 16, num_layers=2, batch_first=True)
         self.head = nn.Linear(16, 32)
 
     def forward(self, tokens):
@@ -124,7 +126,7 @@ class RecurrentLM(nn.Module):
 # Token ids are int64.
 if "int64" in SPEC.DTYPES:
     def test_chip_kernels_between_graph_breaks_are_not_traced():
-        # Each of the chip's ops the LSTM calls runs its kernel (vendor, Triton, chain) eagerly
+        # Each of the chip's ops the RNN calls runs its kernel (vendor, Triton, chain) eagerly
         # under Dynamo's frame hook: the kernels' Python frames must not be traced as user code
         # (through Triton's interpreter that failed outright, on fake tensors).
         from torch._dynamo.utils import counters
