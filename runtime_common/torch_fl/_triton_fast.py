@@ -57,6 +57,7 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
         return set(), [], why
     import torch
 
+    from ._outside_dynamo import outside_dynamo
     from ._triton_route import define_mirror
     from .triton_ops import _pointwise
 
@@ -69,7 +70,8 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
         mirror, schema = define_mirror(definitions, op)
         arg_names = [argument.name for argument in schema.arguments]
         inplace = _pointwise.POINTWISE[op].mode == "inplace"
-        implementations.impl(mirror, _recording(kernel_of(op), arg_names, inplace, backend), "PrivateUse1")
+        recording = outside_dynamo(_recording(kernel_of(op), arg_names, inplace, backend))
+        implementations.impl(mirror, recording, "PrivateUse1")
         backend._register_fast_triton_op(name, overload, f"{namespace}::{mirror}")
         fronted.add(op)
     log.debug("torch_fl: %s: %d pointwise op(s) launched from C++", chip, len(fronted))
