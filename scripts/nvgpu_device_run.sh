@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the nvgpu backend on a CUDA machine, runs its generated suite, then the
 # benchmarks. Usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]
-# Stages: setup build install test random collectives coexist fast native triton bench sweep models npu (default:
-# all but install, collectives, coexist, sweep, models and npu;
+# Stages: setup build install test random collectives coexist compile fast native triton bench sweep models npu
+# (default: all but install, collectives, coexist, compile, sweep, models and npu;
 # install is a plain build, for a run that needs the backend but not the build times). Logs and results JSON land in OUTDIR.
 set -u
 out=${1:?usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]}
@@ -93,6 +93,20 @@ except torch_fl.coexistence.NativeBackwardError as e: print('refused:', str(e)[:
     timeout 300 python3 -m pytest generated/nvgpu/tests/test_device.py -k native_device -q -p no:cacheprovider -rfs ; } \
     2>&1 | tee "$out/coexist.log"
   pack
+fi
+
+if has compile; then
+  # torch.compile on nvgpu (compile.inductor: triton): the compile suite (aot_eager and Inductor),
+  # then a few models of the sweep compiled (compiled nvgpu against compiled cuda) and eager.
+  TORCH_FL_TEST_ONE_DEVICE=1 timeout "${COMPILE_TIMEOUT:-240}" python3 -m pytest generated/nvgpu/tests/test_compile.py -q \
+    -p no:cacheprovider -rfsx 2>&1 | tee "$out/compile.log"
+  pack
+  for mode in default none; do
+    timeout "${COMPILE_MODELS_TIMEOUT:-240}" python3 bench/models.py --chip nvgpu --native cuda --compile $mode \
+      ${COMPILE_MODELS_ARGS:---size realistic --precision fp32 --models gpt2 llama bert vit resnet18 --steps 8 --warmup 3} \
+      --out "$out/models-compile-$mode.json" 2>&1 | tail -12 | tee "$out/models-compile-$mode.log"
+    pack
+  done
 fi
 
 if has fast; then
