@@ -67,6 +67,8 @@ def register(chip: str, device_module: ModuleType, dtypes: tuple[str, ...], indu
         module = sys.modules.get(name)
         if module is not None:
             _register_in(name, module)
+            if name == _INDUCTOR:   # imported before: modules hold its unwrapped registration
+                _register_pending_triton(module)
 
 
 def _register_in(name: str, module: ModuleType) -> None:
@@ -107,16 +109,25 @@ def _after_backend_registration(common: ModuleType) -> None:
 
     def init_backend_registration():
         original()
-        pending = [chip for chip, (_, _, inductor) in list(_chips.items())
-                   if inductor == "triton" and chip not in _triton_registered]
-        if pending:
-            _register_triton(common, pending)
+        _register_pending_triton(common)
 
     init_backend_registration._torch_fl_chips = True
     common.init_backend_registration = init_backend_registration
 
 
 _triton_registered: set[str] = set()
+
+
+def _register_pending_triton(common: ModuleType) -> None:
+    pending = [chip for chip, (_, _, inductor) in list(_chips.items())
+               if inductor == "triton" and chip not in _triton_registered]
+    if not pending:
+        return
+    try:
+        _register_triton(common, pending)
+    except Exception as error:  # noqa: BLE001 - torch.compile then reports what it lacks
+        warnings.warn(f"torch_fl: could not register {pending} with Inductor's Triton code generation: "
+                      f"{type(error).__name__}: {error}", stacklevel=2)
 
 
 def _register_triton(common: ModuleType, chips: list[str]) -> None:

@@ -148,3 +148,25 @@ def test_inductor_writes_the_triton_chips_code_for_its_triton_target(tmp_path):
     assert "device='npu'" in wrapper and "device='cuda'" not in wrapper
     assert "async_compile.triton(" in wrapper and "@triton.jit" in wrapper
     assert "DeviceProperties(type='cuda', index=0, multi_processor_count=132, cc=90" in wrapper
+
+
+def test_a_triton_chip_registered_after_inductor_was_imported():
+    """Inductor imported first (its modules then hold init_backend_registration unwrapped): the
+    Triton chip's code generation is registered at once."""
+    proc = run_python(textwrap.dedent("""
+        import json, torch
+        import torch._inductor.graph
+        from torch._inductor.graph import init_backend_registration as held   # the unwrapped one
+        from torch._inductor.codegen.common import get_scheduling_for_device
+        from torch._inductor.codegen.triton import TritonScheduling
+        from torch._inductor import utils
+        import torch_fl_npu
+        torch_fl_npu._register()
+        from torch_fl import compile as chip_compile
+        chip_compile.register("npu", torch.npu, ("float32",), "triton")
+        held()
+        print(json.dumps({"triton": issubclass(get_scheduling_for_device("npu"), TritonScheduling),
+                          "gpu_type": utils.get_gpu_type()}))
+    """), env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert last_json_line(proc.stdout) == {"triton": True, "gpu_type": "npu"}
