@@ -394,15 +394,10 @@ def _paths() -> dict[str, int]:
 
 def _graph_breaks(device: str) -> dict[str, int]:
     """Dynamo's graph breaks in this worker: all of them, and those the chip's code caused."""
-    from torch._dynamo.utils import counters
+    from torch_fl.coverage import compile_report
 
-    from torch_fl.coverage import caused_by_chip
-
-    chip = device.split(":")[0]
-    reasons = counters["graph_break"]
-    return {"all": sum(reasons.values()),
-            "chip": sum(n for reason, n in reasons.items() if caused_by_chip(reason, chip)),
-            "graphs": int(counters["stats"]["unique_graphs"])}
+    report = compile_report(device.split(":")[0])
+    return {"all": sum(b.count for b in report.breaks), "chip": report.chip_breaks, "graphs": report.graphs}
 
 
 def serve(args) -> None:

@@ -20,6 +20,7 @@ it: its reason names the chip's code (torch_fl, the chip's package or C++ module
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import runpy
@@ -221,11 +222,8 @@ def _run_as_main(script: str, args: list[str], mode=None) -> str | None:
     saved_argv = sys.argv
     sys.argv = [script, *args]
     try:
-        if mode is None:
+        with mode if mode is not None else contextlib.nullcontext():
             runpy.run_path(script, run_name="__main__")
-        else:
-            with mode:
-                runpy.run_path(script, run_name="__main__")
     except SystemExit as exit_:
         if exit_.code not in (None, 0):
             return f"SystemExit({exit_.code!r})"
