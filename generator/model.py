@@ -351,8 +351,6 @@ class ChipSpec:
         # autograd, optimizers and the generated suite compute in a floating dtype
         if not set(self.dtypes) & set(FLOATING_DTYPES):
             raise ValueError(f"dtypes {self.dtypes} hold no floating dtype")
-        if self.compile.inductor == "triton" and self.fallback.triton != "compile":
-            raise ValueError("compile.inductor triton needs fallback.triton compile")
         if self.amp is not None and not set(self.amp.dtypes) <= set(self.dtypes):
             raise ValueError(f"amp dtypes {self.amp.dtypes} are not all in dtypes {self.dtypes}")
 

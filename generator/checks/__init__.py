@@ -11,7 +11,7 @@ from pathlib import Path
 from ..errors import SpecError
 from ..paths import include_errors, path_errors
 from ..yaml_loader import YamlDocument
-from . import amp, chip, compile, distributed, driver, driver_versions, dtypes, kernels, names, native, ops, spec_version
+from . import amp, chip, distributed, driver, driver_versions, dtypes, kernels, names, native, ops, spec_version
 
 
 def semantic_errors(doc: YamlDocument, base: Path | None = None) -> list[SpecError]:
@@ -36,5 +36,4 @@ def semantic_errors(doc: YamlDocument, base: Path | None = None) -> list[SpecErr
     out += dtypes.errors(doc, data)
     out += amp.errors(doc, data)
     out += distributed.errors(doc, data)
-    out += compile.errors(doc, data)
     return out

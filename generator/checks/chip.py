@@ -23,6 +23,7 @@ NATIVE_UNUSED = {
     "ops": "torch's own kernels run the ops",
     "fallback": "every op has torch's own kernel",
     "distributed": "name torch's backend under native.collective",
+    "compile": "torch's own Inductor backend compiles for it",
 }
 
 

@@ -132,10 +132,15 @@ def _register_pending_triton(common: ModuleType) -> None:
 
 def _register_triton(common: ModuleType, chips: list[str]) -> None:
     """Inductor's Triton scheduling and Python wrapper for `chips`, which join its GPU types."""
-    from torch._inductor import config
+    from torch._inductor import config, scheduler
     from torch._inductor.codegen.triton import TritonScheduling
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 
+    from . import _triton_interpreter
+
+    if _triton_interpreter.interprets():   # a simulated chip: Triton's interpreter runs the kernels
+        _triton_interpreter.install(chips[0])
+    _triton_for_chips(scheduler)
     for chip in chips:
         class ChipTritonScheduling(TritonScheduling):
             _chip = chip
@@ -151,7 +156,42 @@ def _register_triton(common: ModuleType, chips: list[str]) -> None:
                                                device_custom_pass=_cache_key_pass(chip))
         except TypeError:  # a torch without custom backend passes: its caches key on torch alone
             common.register_backend_for_device(chip, ChipTritonScheduling, PythonWrapperCodegen)
+        _no_gemm_templates(chip)
         _triton_registered.add(chip)
+
+
+def _no_gemm_templates(chip: str) -> None:
+    """Inductor's Triton GEMM templates (max-autotune's matmul candidates) come with per-device
+    config heuristics; the chip gets the base heuristics, which offer none: its matmuls stay the
+    chip's own kernels (extern; docs/compile.md), and Inductor logs no error per matmul."""
+    try:
+        import torch._inductor.template_heuristics  # noqa: F401 - registers torch's own
+        from torch._inductor.template_heuristics import registry
+        from torch._inductor.template_heuristics.base import TemplateConfigHeuristics
+    except ImportError:   # a torch without per-device template heuristics
+        return
+    for template, device, op in list(registry._TEMPLATE_HEURISTIC_REGISTRY):
+        if device == "cuda" and registry.get_registered_heuristic_class(template, chip, op) is None:
+            registry.register_template_heuristic(template, chip, op_name=op)(TemplateConfigHeuristics)
+
+
+def _triton_for_chips(scheduler: ModuleType) -> None:
+    """Inductor's scheduler asks `has_triton()` whether Triton runs on one of the devices torch
+    names (cuda, xpu, cpu, mtia); a Triton chip's code is Triton's too: yes where one is present."""
+    has_triton = scheduler.has_triton
+    if getattr(has_triton, "_torch_fl_chips", False):
+        return
+
+    def has_triton_or_chip() -> bool:
+        if has_triton():
+            return True
+        from torch.utils._triton import has_triton_package
+
+        return has_triton_package() and any(
+            inductor == "triton" and module.is_available() for module, _, inductor in _chips.values())
+
+    has_triton_or_chip._torch_fl_chips = True
+    scheduler.has_triton = has_triton_or_chip
 
 
 def _cache_key_pass(chip: str):
@@ -248,6 +288,11 @@ class _target_properties:
 def _triton_driver():
     from triton.runtime import driver
 
+    from . import _triton_interpreter
+
+    if _triton_interpreter.interprets():   # no GPU backend to ask: the interpreter answers
+        triton_chips = [chip for chip, (_, _, inductor) in _chips.items() if inductor == "triton"]
+        _triton_interpreter.install(triton_chips[0] if triton_chips else "cpu")
     return driver.active
 
 

@@ -53,6 +53,7 @@ def test_native_specs_load():
     "ops:\n  mm: {kernel: mm}\n",
     "fallback:\n  default: [cpu]\n",
     "distributed:\n  backend: foo\n",
+    "compile:\n  inductor: triton\n",
 ])
 def test_sections_a_native_chip_has_no_use_for(section):
     key = section.split(":")[0]

@@ -207,10 +207,7 @@ def test_unknown_fallback_step(tmp_path):
     ("[float32, float64,", "[float32, float65,",
      "19: dtypes[1]: invalid value 'float65' (did you mean 'float64'? expected one of: float32, float64, float16, "
      "bfloat16, int8, uint8, int16, int32, int64, bool, complex64, complex128)"),
-    ("  triton: interpret", "  triton: interpret\ncompile:\n  inductor: triton",
-     "13: compile.inductor: Inductor's Triton code generation needs Triton to compile for the chip, but "
-     "fallback.triton is 'interpret'"),
-    ("  triton: interpret", "  triton: interpret\ncompile:\n  inductor: cpp",
+    ("  inductor: triton", "  inductor: cpp",
      "13: compile.inductor: invalid value 'cpp' (expected one of: triton, none)"),
     ("  warn: once", "  warn: onse", "9: fallback.warn: invalid value 'onse' (did you mean 'once'? expected one of: once, always, never)"),
     ("  integration: privateuse1", "  integration: nativ",

@@ -62,9 +62,11 @@ def available() -> bool:
     if importlib.util.find_spec("triton") is None:
         return False
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        from .._triton_interpreter import repair_atomics
         from ._launch import serialize_interpreter
 
         serialize_interpreter()  # kernels run from several threads (one per device, autograd's)
+        repair_atomics()
         return True
     try:
         import torch
