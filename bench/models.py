@@ -698,11 +698,8 @@ def report(args, results: dict) -> dict:
     header = ["model", "size", "precision", "optimizer", f"{args.chip} ms", f"{args.native} ms", "ratio",
               "host ratio", "step-0 loss rel. diff", "last loss rel. diff", "CPU fallbacks", "status"]
     _common.emit("models_train_step", record, table_rows(results, args.size), header, args.out)
-    for name, run, figures in _runs(results):
-        breaks = figures.get("graph_breaks") or {}
-        if breaks.get("chip") is not None:
-            print(f"graph breaks {name} {run}: {args.chip} {breaks['chip']['all']} ({breaks['chip']['chip']} the chip's, "
-                  f"{breaks['chip']['graphs']} graphs), {args.native} {breaks['native']['all']}")
+    for line in graph_break_lines(record):
+        print(f"graph breaks {line}")
     for run, s in record["summary"].items():
         print(f"summary {run}: median ratio {s['median_ratio']:.3g}, worst {s['worst_ratio']:.3g} "
               f"({s['worst_model']}) over {s['models']} models")
@@ -710,6 +707,17 @@ def report(args, results: dict) -> dict:
         print("summary: no model ran on both devices")
     print(f"note: {NATIVE_WORKER_NOTE}")
     return record
+
+
+def graph_break_lines(record: dict) -> list[str]:
+    """Per compiled model: the graph breaks in each worker, the chip's own counted apart."""
+    chip, native, out = record["chip"], record["native"], []
+    for name, run, figures in _runs(record["results"]):
+        breaks = figures.get("graph_breaks") or {}
+        if breaks.get("chip") is not None:
+            out.append(f"{name} {run}: {chip} {breaks['chip']['all']} ({breaks['chip']['chip']} the chip's, "
+                       f"{breaks['chip']['graphs']} graphs), {native} {breaks['native']['all']}")
+    return out
 
 
 def parse(argv=None):

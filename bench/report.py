@@ -22,7 +22,7 @@ COMMANDS = {
     "build_times": "python bench/build_times.py {specs}",
     "collectives_all_reduce": "python bench/collectives.py --chip {chip} --ranks {ranks} --iters {iters}",
     "models_train_step": "python bench/models.py --chip {chip} --native {native} --size {size} --models {models} "
-                         "--precision {precisions} --optimizer {optimizers} --steps {steps} --warmup {warmup}",
+                         "--precision {precisions} --optimizer {optimizers} --steps {steps} --warmup {warmup}{compile}",
 }
 
 
@@ -153,6 +153,13 @@ def models(r: dict) -> list[str]:
     for run, s in r["summary"].items():
         out.append(f"- {run}: median ratio {_fmt(s['median_ratio'])}, worst {_fmt(s['worst_ratio'])} "
                    f"({s['worst_model']}) over {s['models']} models")
+    if not r["environment"].get("gpu"):
+        out += ["", f"On a host without a GPU, {r['chip']}'s Triton kernels (Inductor's too, when compiled) run in "
+                    "Triton's interpreter: the times are not a speed figure. What the record shows is the step-0 "
+                    "loss against the native device and, compiled, the graph breaks."]
+    breaks = sweep.graph_break_lines(r)
+    if breaks:
+        out += ["", "Graph breaks (torch.compile):", ""] + [f"- {line}" for line in breaks]
     return out + [""] + [f"Note: {note}" for note in r["notes"]]
 
 
@@ -208,7 +215,8 @@ def command(record: dict) -> str:
         if name == "build_times" else "", ranks=record.get("ranks"), iters=record.get("iters"),
         size=record.get("size"), models=" ".join(record.get("models") or []),
         precisions=" ".join(record.get("precisions") or []), optimizers=" ".join(record.get("optimizers") or []),
-        steps=record.get("steps_per_device"), warmup=record.get("warmup"))
+        steps=record.get("steps_per_device"), warmup=record.get("warmup"),
+        compile="" if record.get("compile", "none") == "none" else f" --compile {record['compile']}")
 
 
 def render() -> str:
@@ -229,6 +237,8 @@ def render() -> str:
         for source, record in records.get(name, []):
             suffix = " (comparison: Triton ops launched from Python)" if _python_launch(record) else ""
             heading = title.format(chip=record.get("chip"), native=record.get("native"))
+            if record.get("compile", "none") != "none":
+                heading += f", torch.compile ({record['compile']})"
             lines += [f"## {heading}{suffix}", "", f"Measured on {_env(record)}.", "",
                       f"Command: `{command(record)} --out {source}`", ""]
             lines += table(record) + [""]
