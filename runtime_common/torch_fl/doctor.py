@@ -37,7 +37,7 @@ STATUSES = ("error", "warn", "ok", "info")
 
 @dataclass
 class Finding:
-    check: str      # "backend", "driver", "version", "devices", "placement", "fallbacks", "amp", "cudnn", "run"
+    check: str      # "backend", "driver", "version", "devices", "compile", "placement", "fallbacks", "amp", "cudnn", "run"
     status: str     # one of STATUSES
     subject: str    # what it is about: a backend, a module, a setting
     message: str
@@ -95,7 +95,7 @@ import json, sys
 out = {"registered": False}
 try:
     import torch
-    import importlib
+    import importlib, importlib.util
     module = importlib.import_module(sys.argv[1])
     out["version"] = getattr(module, "__version__", None)
     out["spec"] = module.spec.SPEC_SOURCE
@@ -111,6 +111,9 @@ try:
         device_module = getattr(torch, module.spec.CHIP)
         out["devices"] = [device_module.get_device_name(i) for i in range(device_module.device_count())]
         out["dist_backend"] = getattr(module.spec, "DIST_BACKEND", "")
+        out["inductor"] = getattr(module.spec, "INDUCTOR", "none")
+        out["triton_mode"] = module.spec.TRITON_MODE
+        out["triton_installed"] = importlib.util.find_spec("triton") is not None
         if getattr(module.spec, "DIST_LIBRARY", ()):
             out["collective_library"] = list(module.spec.DIST_LIBRARY)
             try:
@@ -154,6 +157,7 @@ def _generated_findings(name: str, package: str, probe: dict) -> list[Finding]:
                            None if devices else "the driver loads but reports no device",
                            {"devices": devices}))
         out.extend(_collective_findings(name, probe))
+        out.extend(_compile_findings(name, probe))
         return out
     if "version mismatch" in error:
         match = _MISMATCH.search(error)
@@ -169,6 +173,23 @@ def _generated_findings(name: str, package: str, probe: dict) -> list[Finding]:
         step = "imported" if "version" not in probe else "registered"
         return [Finding("backend", "error", name, f"{package} cannot be {step}: {error}", details={"error": error})]
     return [found, Finding("driver", "error", name, error, details={"error": error})]
+
+
+def _compile_findings(name: str, probe: dict) -> list[Finding]:
+    """What torch.compile's default backend (Inductor) does with the chip's graphs (docs/compile.md)."""
+    inductor = probe.get("inductor")
+    if inductor is None:   # a backend generated before the compile section
+        return []
+    if inductor == "none":
+        return [Finding("compile", "info", name, "Inductor refuses the chip by name (compile.inductor: none); "
+                        "torch.compile(model, backend='aot_eager') runs its graphs with the chip's own kernels")]
+    if not probe.get("triton_installed"):
+        return [Finding("compile", "warn", name, "Inductor writes Triton kernels for the chip (compile.inductor: "
+                        "triton), but Triton is not installed: torch.compile(model) fails",
+                        "install triton (torch's CUDA wheels bring it), or compile with backend='aot_eager'")]
+    how = ("run by Triton's interpreter on the host (fallback.triton: interpret): right answers, not speed"
+           if probe.get("triton_mode") == "interpret" else "compiled by Triton for the chip")
+    return [Finding("compile", "ok", name, f"Inductor's Triton kernels, {how}")]
 
 
 def _collective_findings(name: str, probe: dict) -> list[Finding]:

@@ -38,6 +38,19 @@ def test_healthy_npu_backend():
     assert by_check["collectives"]["status"] == "ok", by_check["collectives"]
     assert by_check["collectives"]["message"].startswith("npuccl over /")
     assert by_check["collectives"]["message"].endswith("/libsimnpu_ccl.so")
+    assert by_check["compile"]["status"] == "ok", by_check["compile"]
+    assert by_check["compile"]["message"] == ("Inductor's Triton kernels, run by Triton's interpreter on the host "
+                                              "(fallback.triton: interpret): right answers, not speed")
+
+
+@pytest.mark.parametrize("probe, status, says", [
+    ({"inductor": "none"}, "info", "backend='aot_eager'"),
+    ({"inductor": "triton", "triton_mode": "compile", "triton_installed": True}, "ok", "compiled by Triton for the chip"),
+    ({"inductor": "triton", "triton_mode": "compile", "triton_installed": False}, "warn", "Triton is not installed"),
+])
+def test_what_torch_compile_does_on_the_chip(probe, status, says):
+    [finding] = doctor._compile_findings("chip", probe)
+    assert finding.status == status and says in finding.message, finding
 
 
 def test_a_collective_library_that_does_not_load_is_diagnosed(driverless_chip, tmp_path):
