@@ -42,16 +42,11 @@ class _Limits:
         return dict(_LIMITS)
 
 
-def _driver_base():
-    from triton.backends.driver import DriverBase
-
-    return DriverBase
-
-
 def _make_driver(chip: str):
     """Triton's active driver where every kernel runs in its interpreter."""
+    from triton.backends.driver import DriverBase
 
-    class InterpreterDriver(_driver_base()):
+    class InterpreterDriver(DriverBase):
         torch_fl_interpreter = True
         utils = _Limits()
 
@@ -100,10 +95,11 @@ def install(chip: str) -> None:
     with _lock:
         if _installed:
             return
+        from triton.backends import backends
         from triton.runtime import driver
         from torch._inductor.runtime import triton_helpers
 
-        gpu_active = any(backend.driver.is_active() for name, backend in _backends().items() if name != "cpu")
+        gpu_active = any(backend.driver.is_active() for name, backend in backends.items() if name != "cpu")
         if not gpu_active:
             driver.set_active(_make_driver(chip)())
             to_gpu = triton_helpers.set_driver_to_gpu
@@ -117,12 +113,6 @@ def install(chip: str) -> None:
         _fill_libdevice()
         repair_atomics()
         _installed.append(chip)
-
-
-def _backends() -> dict:
-    from triton.backends import backends
-
-    return backends
 
 
 def repair_atomics() -> None:
@@ -195,9 +185,12 @@ def _fill_libdevice() -> None:
     import triton.language as tl
     from triton.language.extra import libdevice
 
+    to_torch = {tl.float16: torch.float16, tl.bfloat16: torch.bfloat16, tl.float32: torch.float32,
+                tl.float64: torch.float64, tl.int1: torch.bool, tl.int8: torch.int8, tl.int16: torch.int16,
+                tl.int32: torch.int32, tl.int64: torch.int64, tl.uint8: torch.uint8}
     for name, (op, result) in _FLOAT_FUNCTIONS.items():
         if hasattr(libdevice, name):
-            setattr(libdevice, name, _host_function(tl, name, op, result))
+            setattr(libdevice, name, _host_function(tl, to_torch, name, op, result))
     # Every other stub fails by name, not with `None` flowing into the next operation.
     for name in dir(libdevice):
         if not name.startswith("_") and name not in _FLOAT_FUNCTIONS and callable(getattr(libdevice, name)):
@@ -213,12 +206,11 @@ def _missing_function(name: str):
     return missing
 
 
-def _host_function(tl, name: str, op, result):
+def _host_function(tl, to_torch: dict, name: str, op, result):
+    """libdevice.<name> on the host: `op` over CPU tensors of the kernel values' dtype (`to_torch`:
+    Triton's dtypes to torch's), its result of `result` dtype (None: the arguments')."""
     from triton.runtime.interpreter import TensorHandle, _get_np_dtype
 
-    to_torch = {tl.float16: torch.float16, tl.bfloat16: torch.bfloat16, tl.float32: torch.float32,
-                tl.float64: torch.float64, tl.int1: torch.bool, tl.int8: torch.int8, tl.int16: torch.int16,
-                tl.int32: torch.int32, tl.int64: torch.int64, tl.uint8: torch.uint8}
     to_triton = {value: key for key, value in to_torch.items()}
 
     def host_values(value):

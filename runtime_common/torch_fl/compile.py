@@ -136,10 +136,7 @@ def _register_triton(common: ModuleType, chips: list[str]) -> None:
     from torch._inductor.codegen.triton import TritonScheduling
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 
-    from . import _triton_interpreter
-
-    if _triton_interpreter.interprets():   # a simulated chip: Triton's interpreter runs the kernels
-        _triton_interpreter.install(chips[0])
+    _triton_driver()   # where Triton interprets (a simulated chip), the interpreter's, installed now
     _triton_for_chips(scheduler)
     for chip in chips:
         class ChipTritonScheduling(TritonScheduling):
@@ -291,8 +288,7 @@ def _triton_driver():
     from . import _triton_interpreter
 
     if _triton_interpreter.interprets():   # no GPU backend to ask: the interpreter answers
-        triton_chips = [chip for chip, (_, _, inductor) in _chips.items() if inductor == "triton"]
-        _triton_interpreter.install(triton_chips[0] if triton_chips else "cpu")
+        _triton_interpreter.install(next(chip for chip, (_, _, inductor) in _chips.items() if inductor == "triton"))
     return driver.active
 
 
