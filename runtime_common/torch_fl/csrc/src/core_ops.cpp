@@ -25,23 +25,32 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <torch_fl/driver_mux.h>
+
 namespace torch_fl {
 
 namespace {
 
 constexpr c10::DispatchKeySet kChipKeys(c10::DispatchKey::PrivateUse1);
 
-DeviceCopyKernel device_copy_kernel = nullptr;
+// Per member chip (one for a single chip; a composite's members: torch_fl/driver_mux.h).
+constexpr int kMaxMembers = 16;
+DeviceCopyKernel device_copy_kernels[kMaxMembers] = {};
 
 struct DtypePolicy {
   std::vector<c10::ScalarType> supported;  // empty: not configured, everything allowed
   std::string spec;
   std::string listed;                      // as the spec writes them
+  std::string chip;                        // a composite's member; empty: the backend's chip
 };
 
-DtypePolicy& dtype_policy() {
-  static auto* policy = new DtypePolicy();
-  return *policy;
+DtypePolicy& dtype_policy(int member) {
+  static auto* policies = new std::vector<DtypePolicy>(kMaxMembers);
+  return (*policies)[member >= 0 && member < kMaxMembers ? member : 0];
+}
+
+int member_of_device(c10::DeviceIndex device) {
+  return mux_member_of(device >= 0 ? device : current_device());
 }
 
 // A dtype as torch and the spec spell it (torch.complex64), not as C++ does (ComplexFloat).
@@ -69,18 +78,22 @@ bool is_storage_byte_view(c10::IntArrayRef size, c10::ScalarType dtype) {
   return dtype == c10::kByte && c10::multiply_integers(size) == 0;
 }
 
-void check_dtype(c10::ScalarType dtype) {
-  const auto& policy = dtype_policy();
+void check_dtype(c10::ScalarType dtype, c10::Device device) {
+  const auto& policy = dtype_policy(member_of_device(device.index()));
   if (policy.supported.empty()) return;
   for (auto allowed : policy.supported) {
     if (allowed == dtype) return;
   }
   const auto& description = Driver::instance().description();
+  const std::string where = policy.chip.empty()
+                                ? "chip '" + description.chip + "'"
+                                : "chip '" + policy.chip + "' (" + device.str() + " of the composite '" +
+                                      description.chip + "')";
   // NotImplementedError, not TypeError: Python's operators turn a TypeError into "unsupported
   // operand type(s)" (torch's wrappers return NotImplemented), which would hide this message.
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "chip '", description.chip, "' does not support dtype torch.", torch_dtype_name(dtype),
-                   " (spec ", policy.spec, ", driver ", description.built_version, ", lists dtypes: ",
-                   policy.listed, ")");
+  TORCH_CHECK_NOT_IMPLEMENTED(false, where, " does not support dtype torch.", torch_dtype_name(dtype),
+                   " (spec ", policy.spec, policy.chip.empty() ? ", driver " + description.built_version : std::string(),
+                   ", lists dtypes: ", policy.listed, ")");
 }
 
 const DriverDescription& desc() { return Driver::instance().description(); }
@@ -216,9 +229,9 @@ bool copy_device_bytes(const at::Tensor& src, const at::Tensor& dst) {
 
 void copy_within_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   if (copy_device_bytes(src, dst)) return;
-  if (device_copy_kernel) {
+  if (DeviceCopyKernel kernel = device_copy_kernels[member_of_device(dst.device().index())]) {
     const c10::DeviceGuard guard(dst.device());
-    device_copy_kernel(const_cast<at::Tensor&>(dst), src, non_blocking);
+    kernel(const_cast<at::Tensor&>(dst), src, non_blocking);
     return;
   }
   // No vendor copy kernel: stage through the host, a visible CPU fallback.
@@ -334,7 +347,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, desc().chip,
               " supports strided tensors only");
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "only CPU memory can be pinned");
-  if (!is_storage_byte_view(size, c10::dtype_or_default(dtype))) check_dtype(c10::dtype_or_default(dtype));
+  if (!is_storage_byte_view(size, c10::dtype_or_default(dtype))) check_dtype(c10::dtype_or_default(dtype), where);
   const c10::DeviceGuard guard(where);
   return at::detail::empty_generic(size, &CachingDeviceAllocator::instance(), kChipKeys,
                                    c10::dtype_or_default(dtype), memory_format);
@@ -348,7 +361,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, desc().chip,
               " supports strided tensors only");
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "only CPU memory can be pinned");
-  if (!is_storage_byte_view(size, c10::dtype_or_default(dtype))) check_dtype(c10::dtype_or_default(dtype));
+  if (!is_storage_byte_view(size, c10::dtype_or_default(dtype))) check_dtype(c10::dtype_or_default(dtype), where);
   const c10::DeviceGuard guard(where);
   return at::detail::empty_strided_generic(size, stride, &CachingDeviceAllocator::instance(), kChipKeys,
                                            c10::dtype_or_default(dtype));
@@ -466,7 +479,10 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
 
 }  // namespace
 
-void set_device_copy_kernel(DeviceCopyKernel kernel) { device_copy_kernel = kernel; }
+void set_device_copy_kernel(DeviceCopyKernel kernel, int member) {
+  TORCH_CHECK(member >= 0 && member < kMaxMembers, "torch_fl: member index ", member, " out of range");
+  device_copy_kernels[member] = kernel;
+}
 
 void check_no_math_bits(const at::Tensor& written, const char* op) {
   TORCH_CHECK(!written.is_conj() && !written.is_neg(), "aten::", op,
@@ -474,8 +490,10 @@ void check_no_math_bits(const at::Tensor& written, const char* op) {
               "vendor kernel cannot write; pass a plain tensor (resolve_conj()/resolve_neg()) as the output");
 }
 
-void set_supported_dtypes(std::vector<c10::ScalarType> dtypes, std::string spec, std::string listed) {
-  dtype_policy() = DtypePolicy{std::move(dtypes), std::move(spec), std::move(listed)};
+void set_supported_dtypes(std::vector<c10::ScalarType> dtypes, std::string spec, std::string listed, int member,
+                          std::string chip) {
+  TORCH_CHECK(member >= 0 && member < kMaxMembers, "torch_fl: member index ", member, " out of range");
+  dtype_policy(member) = DtypePolicy{std::move(dtypes), std::move(spec), std::move(listed), std::move(chip)};
 }
 
 void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
@@ -495,8 +513,8 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   impl->set_nbytes(new_bytes);
 }
 
-bool dtype_supported(c10::ScalarType dtype) {
-  const auto& supported = dtype_policy().supported;
+bool dtype_supported(c10::ScalarType dtype, c10::DeviceIndex device) {
+  const auto& supported = dtype_policy(member_of_device(device)).supported;
   return supported.empty() || std::find(supported.begin(), supported.end(), dtype) != supported.end();
 }
 
@@ -508,6 +526,12 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   if (src_on_chip && dst_on_chip) {
     if (src.device() == dst.device()) {
       copy_within_device(src, dst, non_blocking);
+    } else if (mux_member_of(src.device().index()) != mux_member_of(dst.device().index())) {
+      // Two chips of a composite: each converts on its own side of the host (the other chip may
+      // lack the dtype), as a copy with a device torch drives itself does.
+      at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU));
+      copy_device_to_host(src, host, false);
+      copy_host_to_device(host.expand(dst.sizes()), dst, non_blocking);
     } else {
       copy_between_devices(src, dst, non_blocking);
     }

@@ -1,4 +1,5 @@
 #include <torch_fl/driver.h>
+#include <torch_fl/driver_mux.h>
 #include <torch_fl/fallback.h>
 
 #include <dlfcn.h>
@@ -43,6 +44,37 @@ Driver& Driver::instance() {
 void Driver::configure(DriverDescription description, std::vector<HookBinding> hooks) {
   description_ = std::move(description);
   hooks_ = std::move(hooks);
+}
+
+void Driver::configure_composite(DriverDescription description, std::function<DriverApi()> load) {
+  description_ = std::move(description);
+  composite_load_ = std::move(load);
+}
+
+namespace {
+std::vector<Driver*> members_of_composite;
+}  // namespace
+
+const std::vector<Driver*>& member_drivers() { return members_of_composite; }
+
+void configure_composite_driver(DriverDescription composite, std::vector<CompositeMember> members) {
+  for (auto& member : members) {
+    auto* driver = new Driver();  // never destroyed, as the process's own
+    driver->configure(std::move(member.description), member.bind_hooks(driver->mutable_api()));
+    members_of_composite.push_back(driver);
+  }
+  const int version_code = composite.built_version_code;
+  Driver::instance().configure_composite(std::move(composite), [version_code] {
+    std::vector<MuxMember> loaded;
+    for (Driver* member : members_of_composite) {
+      member->ensure_loaded();  // its error names the member's chip and spec
+      int devices = 0;
+      const int status = member->mutable_api().device_count(&devices);
+      if (!member->ok(status) || devices < 0) devices = 0;  // a member without devices serves none
+      loaded.push_back(MuxMember{&member->api(), &member->description(), devices});
+    }
+    return configure_driver_mux(std::move(loaded), version_code);
+  });
 }
 
 bool Driver::try_load() noexcept {
@@ -93,7 +125,7 @@ void Driver::ensure_loaded() {
   std::lock_guard<std::mutex> lock(load_mutex);
   if (loaded_) return;
   if (!load_error_.empty()) TORCH_CHECK(false, load_error_);
-  TORCH_CHECK(!hooks_.empty(), "torch_fl: no driver was configured for this backend");
+  TORCH_CHECK(!hooks_.empty() || composite_load_, "torch_fl: no driver was configured for this backend");
   const DriverDescription& description = description_;
   const std::vector<HookBinding>& hooks = hooks_;
   const std::string where = " (chip '" + description.chip + "', spec " + description.spec + ")";
@@ -102,6 +134,13 @@ void Driver::ensure_loaded() {
     TORCH_CHECK(false, load_error_);
   };
 
+  if (composite_load_) {
+    try {
+      api_ = composite_load_();
+    } catch (const c10::Error& error) {
+      failed(std::string("a member chip's driver cannot be used: ") + error.what_without_backtrace());
+    }
+  }
   const std::vector<std::string> folders = library_folders();
   for (const auto& library : description.libraries) {
     std::string target;

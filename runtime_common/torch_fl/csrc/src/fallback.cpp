@@ -1,3 +1,5 @@
+#include <torch_fl/driver.h>
+#include <torch_fl/driver_mux.h>
 #include <torch_fl/fallback.h>
 #include <torch_fl/rng.h>
 
@@ -17,9 +19,11 @@ namespace torch_fl {
 
 namespace {
 
-FallbackPolicy& policy_storage() {
-  static FallbackPolicy* policy = new FallbackPolicy();
-  return *policy;
+constexpr int kMaxMembers = 16;
+
+FallbackPolicy& policy_storage(int member) {
+  static auto* policies = new std::vector<FallbackPolicy>(kMaxMembers);
+  return (*policies)[member >= 0 && member < kMaxMembers ? member : 0];
 }
 
 std::mutex& counters_mutex() {
@@ -80,9 +84,29 @@ const char* path_name(FallbackPath path) {
   return "unknown";
 }
 
-void configure_fallback(FallbackPolicy policy) { policy_storage() = std::move(policy); }
+void configure_fallback(FallbackPolicy policy, int member) {
+  TORCH_CHECK(member >= 0 && member < kMaxMembers, "torch_fl: member index ", member, " out of range");
+  policy_storage(member) = std::move(policy);
+}
 
-const FallbackPolicy& fallback_policy() { return policy_storage(); }
+const FallbackPolicy& fallback_policy(int member) { return policy_storage(member); }
+
+int member_of_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  if (mux_member_count() == 1) return 0;
+  const size_t count = op.schema().arguments().size();
+  for (size_t i = stack.size() - std::min(count, stack.size()); i < stack.size(); ++i) {
+    const c10::IValue& value = stack[i];
+    if (value.isTensor()) {
+      const at::Tensor& t = value.toTensor();
+      if (t.defined() && t.is_privateuseone()) return mux_member_of(t.device().index());
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorVector()) {
+        if (t.defined() && t.is_privateuseone()) return mux_member_of(t.device().index());
+      }
+    }
+  }
+  return mux_member_of(current_device());
+}
 
 namespace {
 
@@ -90,6 +114,7 @@ struct MissingKernel {
   std::string op, kernel;
   int line;
   bool required;
+  int member;
 };
 
 std::vector<MissingKernel>& missing_kernels() {
@@ -99,8 +124,8 @@ std::vector<MissingKernel>& missing_kernels() {
 
 }  // namespace
 
-void note_missing_kernel(const char* op, const char* kernel, int line, bool required) {
-  missing_kernels().push_back({op, kernel, line, required});
+void note_missing_kernel(const char* op, const char* kernel, int line, bool required, int member) {
+  missing_kernels().push_back({op, kernel, line, required, member});
 }
 
 std::vector<std::string> missing_kernel_ops() {
@@ -110,15 +135,16 @@ std::vector<std::string> missing_kernel_ops() {
 }
 
 void verify_required_kernels() {
-  const auto& policy = fallback_policy();
   std::ostringstream errors;
   int count = 0;
   for (const auto& m : missing_kernels()) {
     if (!m.required) continue;
+    const auto& policy = fallback_policy(m.member);
     errors << (count++ ? "; " : "") << "aten::" << m.op << " requires the vendor kernel '" << m.kernel << "' ("
-           << policy.spec << ":" << m.line << ": require: vendor), but the vendor kernel library lacks it";
+           << policy.spec << ":" << m.line << ": require: vendor), but chip '" << policy.chip
+           << "''s vendor kernel library lacks it";
   }
-  TORCH_CHECK(count == 0, "chip '", policy.chip, "' cannot initialise: ", errors.str());
+  TORCH_CHECK(count == 0, "chip '", Driver::instance().description().chip, "' cannot initialise: ", errors.str());
 }
 
 PathCounter::PathCounter(const char* op, FallbackPath path) : op_(op), path_(path) {
@@ -267,7 +293,7 @@ bool convolution_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack
 }  // namespace
 
 void boxed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& policy = fallback_policy();
+  const auto& policy = fallback_policy(member_of_call(op, *stack));
   const std::string key = op_key(op.schema().operator_name());
   const auto route = policy.routes.find(key);
   const bool named = route != policy.routes.end();
@@ -326,7 +352,7 @@ void boxed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 void vendor_declined(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& policy = fallback_policy();
+  const auto& policy = fallback_policy(member_of_call(op, *stack));
   const auto& name = op.schema().operator_name();
   const std::string key = op_key(name);
   const auto route = policy.routes.find(key);
@@ -336,7 +362,8 @@ void vendor_declined(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     std::string mirror = key;
     std::replace(mirror.begin(), mirror.end(), '.', '_');
     const auto handle =
-        c10::Dispatcher::singleton().findOp({"torchfl_" + policy.chip + "_declined::" + mirror, ""});
+        c10::Dispatcher::singleton().findOp(
+            {"torchfl_" + Driver::instance().description().chip + "_declined::" + mirror, ""});
     if (handle.has_value()) {
       handle->callBoxed(stack);
       return;

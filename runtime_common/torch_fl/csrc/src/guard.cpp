@@ -114,10 +114,10 @@ void DeviceGuardImpl::recordDataPtrOnStream(const c10::DataPtr& data_ptr, const 
 }
 
 #if __has_include(<c10/core/DeviceCapability.h>)
-c10::DeviceCapability DeviceGuardImpl::getDeviceCapability(c10::Device) const {
+c10::DeviceCapability DeviceGuardImpl::getDeviceCapability(c10::Device device) const {
   c10::DeviceCapability capability;
 #define TORCH_FL_SET_DTYPE(_, name) \
-  capability.capability_data.supported_scalar_types.has_##name = dtype_supported(c10::ScalarType::name);
+  capability.capability_data.supported_scalar_types.has_##name = dtype_supported(c10::ScalarType::name, device.index());
   AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(TORCH_FL_SET_DTYPE)
 #undef TORCH_FL_SET_DTYPE
   return capability;

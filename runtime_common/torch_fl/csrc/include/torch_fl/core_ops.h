@@ -15,16 +15,20 @@ namespace torch_fl {
 
 // A vendor kernel for same-device copies with dtype conversion or strides
 // (the spec's `copy_` entry), bound to the current stream by the generated code.
+// In a composite backend each member chip has its own (`member`, torch_fl/driver_mux.h).
 using DeviceCopyKernel = at::Tensor& (*)(at::Tensor& self, const at::Tensor& src, bool non_blocking);
-void set_device_copy_kernel(DeviceCopyKernel kernel);
+void set_device_copy_kernel(DeviceCopyKernel kernel, int member = 0);
 
 // dst.copy_(src) where either side is on the chip.
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking);
 
 // The dtypes the spec lists (`dtypes:`): creating a tensor of any other dtype
-// on the chip is refused with an error naming the chip and the spec.
-void set_supported_dtypes(std::vector<c10::ScalarType> dtypes, std::string spec, std::string listed);
-bool dtype_supported(c10::ScalarType dtype);
+// on the chip is refused with an error naming the chip and the spec. A composite backend
+// sets them per member chip (`chip` names the member in the error).
+void set_supported_dtypes(std::vector<c10::ScalarType> dtypes, std::string spec, std::string listed,
+                          int member = 0, std::string chip = "");
+// Whether `device`'s chip (-1: the current device's) takes `dtype`.
+bool dtype_supported(c10::ScalarType dtype, c10::DeviceIndex device = -1);
 
 // A chip storage resized to `new_bytes` through the caching allocator, its first bytes kept
 // (copied on the device, in stream order): resize_ and UntypedStorage.resize_ both use it.

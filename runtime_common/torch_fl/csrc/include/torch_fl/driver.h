@@ -10,6 +10,7 @@
 #include <atomic>
 #include <climits>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -92,6 +93,10 @@ class Driver {
   // Called once, at static-initialisation time, by the generated backend: says
   // what to load. Nothing is opened until the chip is first used.
   void configure(DriverDescription description, std::vector<HookBinding> hooks);
+  // A composite backend (several chips, docs/multichip.md): no libraries of its own; on
+  // first use `load` loads the member drivers and returns the table that routes to them.
+  void configure_composite(DriverDescription description, std::function<DriverApi()> load);
+  bool composite() const { return static_cast<bool>(composite_load_); }
   // Folders to search for the libraries, set by the Python package from its
   // build record before first use (they are machine-specific, so not compiled in).
   void set_search_paths(std::vector<std::string> paths) { description_.search_paths = std::move(paths); }
@@ -125,6 +130,7 @@ class Driver {
   DriverApi api_;
   DriverDescription description_;
   std::vector<HookBinding> hooks_;
+  std::function<DriverApi()> composite_load_;
   std::atomic<bool> loaded_{false};
   std::atomic<bool> forked_{false};
   static void mark_forked();
@@ -136,6 +142,20 @@ class Driver {
 };
 
 inline const DriverApi& driver() { return Driver::instance().api(); }
+
+// A member chip of a composite backend: what its spec says about its driver, and its hook
+// table (symbol names into the member's own DriverApi).
+struct CompositeMember {
+  DriverDescription description;
+  std::function<std::vector<HookBinding>(DriverApi&)> bind_hooks;
+};
+
+// Called once by a composite backend's generated driver.cpp: the process's driver becomes the
+// members' drivers behind one table (torch_fl/driver_mux.h), each member loaded and checked
+// against its own built version on first use.
+void configure_composite_driver(DriverDescription composite, std::vector<CompositeMember> members);
+// The members' drivers of a composite backend (empty for a single chip).
+const std::vector<Driver*>& member_drivers();
 
 // dlopen of `library` from the first of `folders` holding it, else through the dynamic loader's
 // own search; `opened` (optional) gets the path tried. Null on failure (dlerror() says why).

@@ -30,15 +30,20 @@ struct FallbackPolicy {
   std::map<std::string, OpRoute> routes;  // key: "add.Tensor"
 };
 
-void configure_fallback(FallbackPolicy policy);
+// A composite backend configures one policy per member chip (`member`, torch_fl/driver_mux.h);
+// a call takes the policy of its device's member (its first chip tensor's device, else the
+// current device).
+void configure_fallback(FallbackPolicy policy, int member = 0);
 
 // A kernel the spec names but the vendor library lacks (its weak reference is
 // null at load): the op takes its fallback chain, or, with `require: vendor`,
 // the chip refuses to initialise (verify_required_kernels).
-void note_missing_kernel(const char* op, const char* kernel, int line, bool required);
+void note_missing_kernel(const char* op, const char* kernel, int line, bool required, int member = 0);
 std::vector<std::string> missing_kernel_ops();
 void verify_required_kernels();
-const FallbackPolicy& fallback_policy();
+const FallbackPolicy& fallback_policy(int member = 0);
+// The member whose policy serves a boxed call: its first chip tensor's device, else the current one.
+int member_of_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
 
 // A per-op counter for the vendor path, registered once and bumped per call:
 // the hot path is one relaxed atomic add.
