@@ -249,10 +249,10 @@ int hook_memcpy(void* dst, const void* src, size_t count, int kind) { return cop
 
 int hook_memcpy_async(void* dst, const void* src, size_t count, int kind, void* stream) {
   const int member = stream_owner(stream).first;
-  const bool src_elsewhere = (kind == kMuxDeviceToHost || kind == kMuxDeviceToDevice) &&
-                             owner_of(src) >= 0 && owner_of(src) != member;
-  const bool dst_elsewhere = (kind == kMuxHostToDevice || kind == kMuxDeviceToDevice) &&
-                             owner_of(dst) >= 0 && owner_of(dst) != member;
+  const int src_owner = (kind == kMuxDeviceToHost || kind == kMuxDeviceToDevice) ? owner_of(src) : -1;
+  const int dst_owner = (kind == kMuxHostToDevice || kind == kMuxDeviceToDevice) ? owner_of(dst) : -1;
+  const bool src_elsewhere = src_owner >= 0 && src_owner != member;
+  const bool dst_elsewhere = dst_owner >= 0 && dst_owner != member;
   if (!src_elsewhere && !dst_elsewhere) {
     return translate(member, api(member).memcpy_async(dst, src, count, kind_for(member, kind), stream));
   }
