@@ -162,6 +162,11 @@ class Argument:
         """A tensor the op writes (self of an in-place op, an out= argument)."""
         return self._bare_type == "at::Tensor&"
 
+    @property
+    def lists_tensors(self) -> bool:
+        """A list of tensors the op reads (cat's `tensors`)."""
+        return self._bare_type in ("constat::ITensorListRef&", "at::TensorList", "constat::TensorList&")
+
 
 @dataclass(frozen=True)
 class OpSignature:

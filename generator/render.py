@@ -129,7 +129,7 @@ class VendorWrapper:
     """What ops.cpp needs to emit one vendor-kernel wrapper."""
     op: OpEntry
     decl: str            # C++ declaration of the wrapper
-    guard_arg: str | None  # the first tensor argument: its device is made current
+    guard: str | None    # the device made current: the first argument tensor on the chip
     call: str            # the kernel call
     written: tuple[str, ...]  # tensors the kernel writes: refused when they carry a math bit
     note_missing: str    # the registration's call when the library lacks the kernel
@@ -138,8 +138,15 @@ class VendorWrapper:
     declined: str = ""   # the statement a declined dtype runs: the op's chain, or the located error
 
 
-def _guard_arg(op: OpEntry) -> str | None:
-    return next((arg.name for arg in op.signature.arguments if arg.reads_tensor or arg.writes_tensor), None)
+def _guard(op: OpEntry) -> str | None:
+    """`torch_fl::kernel_device(...)` of the op's tensors, the written ones first (an out= or
+    in-place self decides where the result lives), or None for an op without tensors."""
+    args = op.signature.arguments
+    tensors = [a.name for a in args if a.writes_tensor] + [a.name for a in args if a.reads_tensor or a.lists_tensors]
+    if not tensors:
+        return None
+    return cpp_call("torch_fl::kernel_device", tensors, before="  const c10::OptionalDeviceGuard guard(",
+                    indent="  ")
 
 
 CPP_WIDTH = 110  # generated C++ lines stay within this, as hand-written code would
@@ -185,7 +192,7 @@ def vendor_wrappers(spec: ChipSpec) -> list[VendorWrapper]:
                                         f"{op.line}), not "), f"{dtype_arg}.scalar_type()",
                     cpp_string(", and the op has no fallback chain; give it one there: `fallback: [cpu]`")],
                     before="    ", indent="    ") + ";"
-        wrappers.append(VendorWrapper(op=op, decl=decl, guard_arg=_guard_arg(op), call=call,
+        wrappers.append(VendorWrapper(op=op, decl=decl, guard=_guard(op), call=call,
                                       written=sig.written_tensors, note_missing=note_missing,
                                       dtype_arg=dtype_arg, dtype_enums=enums, declined=declined))
     return wrappers

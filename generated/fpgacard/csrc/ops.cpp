@@ -2,7 +2,7 @@
 // Do not edit: change the spec and run `torchfl-gen build specs/fpgacard.yaml`.
 //
 // The fpgacard vendor kernels: one wrapper per `ops:` entry with a
-// kernel. Each counts the call, makes the first tensor's device current and
+// kernel. Each counts the call, makes the device of its first tensor on the chip current and
 // calls the kernel on the current stream with conjugate/negative views resolved; a
 // kernel error raised while the device is in a fault becomes that fault's exception.
 #include <torch_fl/core_ops.h>
@@ -39,7 +39,7 @@ namespace {
 at::Tensor add_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("add.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::add(
         torch_fl::StreamArg::current(),
@@ -57,7 +57,7 @@ at::Tensor & add__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
   static torch_fl::PathCounter counter("add_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "add_.Tensor");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::add_(
         torch_fl::StreamArg::current(),
@@ -74,7 +74,7 @@ at::Tensor & add__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
 at::Tensor mul_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("mul.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::mul(
         torch_fl::StreamArg::current(),
@@ -91,7 +91,7 @@ at::Tensor & mul__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("mul_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "mul_.Tensor");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::mul_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other));
   } catch (const c10::Error& error) {
@@ -104,7 +104,7 @@ at::Tensor & mul__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
 at::Tensor relu_vendor(const at::Tensor & self) {
   static torch_fl::PathCounter counter("relu", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::relu(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self));
   } catch (const c10::Error& error) {
@@ -120,7 +120,7 @@ at::Tensor threshold_backward_vendor(
     const at::Scalar & threshold) {
   static torch_fl::PathCounter counter("threshold_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, self));
   try {
     return simnpu::ops::threshold_backward(
         torch_fl::StreamArg::current(),
@@ -137,7 +137,7 @@ at::Tensor threshold_backward_vendor(
 at::Tensor mm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   static torch_fl::PathCounter counter("mm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, mat2));
   try {
     return simnpu::ops::mm(
         torch_fl::StreamArg::current(),
@@ -158,7 +158,7 @@ at::Tensor addmm_vendor(
     const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("addmm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, mat1, mat2));
   try {
     return simnpu::ops::addmm(
         torch_fl::StreamArg::current(),
@@ -181,7 +181,7 @@ at::Tensor sum_dim_IntList_vendor(
     ::std::optional<at::ScalarType> dtype) {
   static torch_fl::PathCounter counter("sum.dim_IntList", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::sum(
         torch_fl::StreamArg::current(),
@@ -200,7 +200,7 @@ at::Tensor & fill__Scalar_vendor(at::Tensor & self, const at::Scalar & value) {
   static torch_fl::PathCounter counter("fill_.Scalar", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "fill_.Scalar");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::fill_(torch_fl::StreamArg::current(), self, value);
   } catch (const c10::Error& error) {
@@ -214,7 +214,7 @@ at::Tensor & zero__vendor(at::Tensor & self) {
   static torch_fl::PathCounter counter("zero_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "zero_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::zero_(torch_fl::StreamArg::current(), self);
   } catch (const c10::Error& error) {
@@ -228,7 +228,7 @@ at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_bl
   static torch_fl::PathCounter counter("copy_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "copy_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, src));
   try {
     return simnpu::ops::copy_(
         torch_fl::StreamArg::current(),

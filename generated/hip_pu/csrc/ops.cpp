@@ -2,7 +2,7 @@
 // Do not edit: change the spec and run `torchfl-gen build specs/hip_pu1.yaml`.
 //
 // The hip_pu vendor kernels: one wrapper per `ops:` entry with a
-// kernel. Each counts the call, makes the first tensor's device current and
+// kernel. Each counts the call, makes the device of its first tensor on the chip current and
 // calls the kernel on the current stream with conjugate/negative views resolved; a
 // kernel error raised while the device is in a fault becomes that fault's exception.
 #include <torch_fl/core_ops.h>

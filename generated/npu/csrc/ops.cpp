@@ -2,7 +2,7 @@
 // Do not edit: change the spec and run `torchfl-gen build specs/npu.yaml`.
 //
 // The npu vendor kernels: one wrapper per `ops:` entry with a
-// kernel. Each counts the call, makes the first tensor's device current and
+// kernel. Each counts the call, makes the device of its first tensor on the chip current and
 // calls the kernel on the current stream with conjugate/negative views resolved; a
 // kernel error raised while the device is in a fault becomes that fault's exception.
 #include <torch_fl/core_ops.h>
@@ -70,7 +70,7 @@ namespace {
 at::Tensor add_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("add.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::add(
         torch_fl::StreamArg::current(),
@@ -88,7 +88,7 @@ at::Tensor & add__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
   static torch_fl::PathCounter counter("add_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "add_.Tensor");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::add_(
         torch_fl::StreamArg::current(),
@@ -105,7 +105,7 @@ at::Tensor & add__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
 at::Tensor sub_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("sub.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::sub(
         torch_fl::StreamArg::current(),
@@ -123,7 +123,7 @@ at::Tensor & sub__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
   static torch_fl::PathCounter counter("sub_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "sub_.Tensor");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::sub_(
         torch_fl::StreamArg::current(),
@@ -140,7 +140,7 @@ at::Tensor & sub__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
 at::Tensor mul_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("mul.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::mul(
         torch_fl::StreamArg::current(),
@@ -157,7 +157,7 @@ at::Tensor & mul__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("mul_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "mul_.Tensor");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::mul_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other));
   } catch (const c10::Error& error) {
@@ -170,7 +170,7 @@ at::Tensor & mul__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
 at::Tensor div_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("div.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::div(
         torch_fl::StreamArg::current(),
@@ -187,7 +187,7 @@ at::Tensor & div__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("div_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "div_.Tensor");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::div_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other));
   } catch (const c10::Error& error) {
@@ -205,7 +205,7 @@ at::Tensor & add_out_vendor(
   static torch_fl::PathCounter counter("add.out", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(out, "add.out");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(out, self, other));
   try {
     return simnpu::ops::add_out(
         torch_fl::StreamArg::current(),
@@ -228,7 +228,7 @@ at::Tensor & sub_out_vendor(
   static torch_fl::PathCounter counter("sub.out", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(out, "sub.out");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(out, self, other));
   try {
     return simnpu::ops::sub_out(
         torch_fl::StreamArg::current(),
@@ -247,7 +247,7 @@ at::Tensor & mul_out_vendor(const at::Tensor & self, const at::Tensor & other, a
   static torch_fl::PathCounter counter("mul.out", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(out, "mul.out");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(out, self, other));
   try {
     return simnpu::ops::mul_out(
         torch_fl::StreamArg::current(),
@@ -265,7 +265,7 @@ at::Tensor & div_out_vendor(const at::Tensor & self, const at::Tensor & other, a
   static torch_fl::PathCounter counter("div.out", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(out, "div.out");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(out, self, other));
   try {
     return simnpu::ops::div_out(
         torch_fl::StreamArg::current(),
@@ -282,7 +282,7 @@ at::Tensor & div_out_vendor(const at::Tensor & self, const at::Tensor & other, a
 at::Tensor relu_vendor(const at::Tensor & self) {
   static torch_fl::PathCounter counter("relu", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::relu(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self));
   } catch (const c10::Error& error) {
@@ -296,7 +296,7 @@ at::Tensor & relu__vendor(at::Tensor & self) {
   static torch_fl::PathCounter counter("relu_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "relu_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::relu_(torch_fl::StreamArg::current(), self);
   } catch (const c10::Error& error) {
@@ -312,7 +312,7 @@ at::Tensor threshold_backward_vendor(
     const at::Scalar & threshold) {
   static torch_fl::PathCounter counter("threshold_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, self));
   try {
     return simnpu::ops::threshold_backward(
         torch_fl::StreamArg::current(),
@@ -341,7 +341,7 @@ at::Tensor mm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   }
   static torch_fl::PathCounter counter("mm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, mat2));
   try {
     return simnpu::ops::mm(
         torch_fl::StreamArg::current(),
@@ -362,7 +362,7 @@ at::Tensor addmm_vendor(
     const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("addmm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, mat1, mat2));
   try {
     return simnpu::ops::addmm(
         torch_fl::StreamArg::current(),
@@ -409,7 +409,7 @@ at::Tensor convolution_vendor(
   }
   static torch_fl::PathCounter counter("convolution", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(input, weight, bias));
   try {
     return simnpu::ops::convolution(
         torch_fl::StreamArg::current(),
@@ -464,7 +464,7 @@ at::Tensor convolution_vendor(
   }
   static torch_fl::PathCounter counter("convolution_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, input, weight));
   try {
     return simnpu::ops::convolution_backward(
         torch_fl::StreamArg::current(),
@@ -495,7 +495,7 @@ at::Tensor convolution_vendor(
     bool ceil_mode) {
   static torch_fl::PathCounter counter("max_pool2d_with_indices", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::max_pool2d_with_indices(
         torch_fl::StreamArg::current(),
@@ -523,7 +523,7 @@ at::Tensor max_pool2d_with_indices_backward_vendor(
     const at::Tensor & indices) {
   static torch_fl::PathCounter counter("max_pool2d_with_indices_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, self, indices));
   try {
     return simnpu::ops::max_pool2d_with_indices_backward(
         torch_fl::StreamArg::current(),
@@ -545,7 +545,7 @@ at::Tensor max_pool2d_with_indices_backward_vendor(
 at::Tensor _adaptive_avg_pool2d_vendor(const at::Tensor & self, at::IntArrayRef output_size) {
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::adaptive_avg_pool2d(
         torch_fl::StreamArg::current(),
@@ -561,7 +561,7 @@ at::Tensor _adaptive_avg_pool2d_vendor(const at::Tensor & self, at::IntArrayRef 
 at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, const at::Tensor & self) {
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, self));
   try {
     return simnpu::ops::adaptive_avg_pool2d_backward(
         torch_fl::StreamArg::current(),
@@ -585,7 +585,12 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
     double eps) {
   static torch_fl::PathCounter counter("native_batch_norm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(
+      input,
+      weight,
+      bias,
+      running_mean,
+      running_var));
   try {
     return simnpu::ops::batch_norm(
         torch_fl::StreamArg::current(),
@@ -617,7 +622,14 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
     ::std::array<bool,3> output_mask) {
   static torch_fl::PathCounter counter("native_batch_norm_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(
+      grad_out,
+      input,
+      weight,
+      running_mean,
+      running_var,
+      save_mean,
+      save_invstd));
   try {
     return simnpu::ops::batch_norm_backward(
         torch_fl::StreamArg::current(),
@@ -641,7 +653,7 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
 at::Tensor _log_softmax_vendor(const at::Tensor & self, int64_t dim, bool half_to_float) {
   static torch_fl::PathCounter counter("_log_softmax", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::log_softmax(
         torch_fl::StreamArg::current(),
@@ -662,7 +674,7 @@ at::Tensor _log_softmax_backward_data_vendor(
     at::ScalarType input_dtype) {
   static torch_fl::PathCounter counter("_log_softmax_backward_data", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, output));
   try {
     return simnpu::ops::log_softmax_backward(
         torch_fl::StreamArg::current(),
@@ -685,7 +697,7 @@ at::Tensor _log_softmax_backward_data_vendor(
     int64_t ignore_index) {
   static torch_fl::PathCounter counter("nll_loss_forward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, target, weight));
   try {
     return simnpu::ops::nll_loss_forward(
         torch_fl::StreamArg::current(),
@@ -711,7 +723,12 @@ at::Tensor nll_loss_backward_vendor(
     const at::Tensor & total_weight) {
   static torch_fl::PathCounter counter("nll_loss_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(
+      grad_output,
+      self,
+      target,
+      weight,
+      total_weight));
   try {
     return simnpu::ops::nll_loss_backward(
         torch_fl::StreamArg::current(),
@@ -736,7 +753,7 @@ at::Tensor sum_dim_IntList_vendor(
     ::std::optional<at::ScalarType> dtype) {
   static torch_fl::PathCounter counter("sum.dim_IntList", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::sum(
         torch_fl::StreamArg::current(),
@@ -758,7 +775,7 @@ at::Tensor mean_dim_vendor(
     ::std::optional<at::ScalarType> dtype) {
   static torch_fl::PathCounter counter("mean.dim", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::mean(
         torch_fl::StreamArg::current(),
@@ -777,7 +794,7 @@ at::Tensor & fill__Scalar_vendor(at::Tensor & self, const at::Scalar & value) {
   static torch_fl::PathCounter counter("fill_.Scalar", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "fill_.Scalar");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::fill_(torch_fl::StreamArg::current(), self, value);
   } catch (const c10::Error& error) {
@@ -791,7 +808,7 @@ at::Tensor & zero__vendor(at::Tensor & self) {
   static torch_fl::PathCounter counter("zero_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "zero_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::zero_(torch_fl::StreamArg::current(), self);
   } catch (const c10::Error& error) {
@@ -805,7 +822,7 @@ at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_bl
   static torch_fl::PathCounter counter("copy_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "copy_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, src));
   try {
     return simnpu::ops::copy_(
         torch_fl::StreamArg::current(),
@@ -822,6 +839,7 @@ at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_bl
 at::Tensor cat_vendor(const at::ITensorListRef & tensors, int64_t dim) {
   static torch_fl::PathCounter counter("cat", torch_fl::FallbackPath::vendor);
   counter.hit();
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(tensors));
   try {
     return simnpu::ops::cat(torch_fl::StreamArg::current(), tensors, dim);
   } catch (const c10::Error& error) {
@@ -839,7 +857,7 @@ at::Tensor & normal__vendor(
   static torch_fl::PathCounter counter("normal_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "normal_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::normal_(torch_fl::StreamArg::current(), self, mean, std, generator);
   } catch (const c10::Error& error) {
@@ -857,7 +875,7 @@ at::Tensor & uniform__vendor(
   static torch_fl::PathCounter counter("uniform_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "uniform_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::uniform_(torch_fl::StreamArg::current(), self, from, to, generator);
   } catch (const c10::Error& error) {
@@ -871,7 +889,7 @@ at::Tensor & random__vendor(at::Tensor & self, ::std::optional<at::Generator> ge
   static torch_fl::PathCounter counter("random_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "random_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::random_(torch_fl::StreamArg::current(), self, generator);
   } catch (const c10::Error& error) {
@@ -889,7 +907,7 @@ at::Tensor & random__from_vendor(
   static torch_fl::PathCounter counter("random_.from", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "random_.from");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::random_from(torch_fl::StreamArg::current(), self, from, to, generator);
   } catch (const c10::Error& error) {
@@ -903,7 +921,7 @@ at::Tensor & random__to_vendor(at::Tensor & self, int64_t to, ::std::optional<at
   static torch_fl::PathCounter counter("random_.to", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "random_.to");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::random_to(torch_fl::StreamArg::current(), self, to, generator);
   } catch (const c10::Error& error) {
@@ -920,7 +938,7 @@ at::Tensor & randperm_generator_out_vendor(
   static torch_fl::PathCounter counter("randperm.generator_out", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(out, "randperm.generator_out");
-  const c10::OptionalDeviceGuard guard(at::device_of(out));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(out));
   try {
     return simnpu::ops::randperm_out(torch_fl::StreamArg::current(), n, generator, out);
   } catch (const c10::Error& error) {

@@ -2,7 +2,7 @@
 // Do not edit: change the spec and run `torchfl-gen build specs/nvgpu.yaml`.
 //
 // The nvgpu vendor kernels: one wrapper per `ops:` entry with a
-// kernel. Each counts the call, makes the first tensor's device current and
+// kernel. Each counts the call, makes the device of its first tensor on the chip current and
 // calls the kernel on the current stream with conjugate/negative views resolved; a
 // kernel error raised while the device is in a fault becomes that fault's exception.
 #include <torch_fl/core_ops.h>
@@ -62,7 +62,7 @@ at::Tensor mm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   }
   static torch_fl::PathCounter counter("mm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, mat2));
   try {
     return nvgpu::ops::mm(
         torch_fl::StreamArg::current(),
@@ -100,7 +100,7 @@ at::Tensor addmm_vendor(
   }
   static torch_fl::PathCounter counter("addmm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, mat1, mat2));
   try {
     return nvgpu::ops::addmm(
         torch_fl::StreamArg::current(),
@@ -131,7 +131,7 @@ at::Tensor bmm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   }
   static torch_fl::PathCounter counter("bmm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, mat2));
   try {
     return nvgpu::ops::bmm(
         torch_fl::StreamArg::current(),
@@ -169,7 +169,7 @@ at::Tensor baddbmm_vendor(
   }
   static torch_fl::PathCounter counter("baddbmm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, batch1, batch2));
   try {
     return nvgpu::ops::baddbmm(
         torch_fl::StreamArg::current(),
@@ -218,7 +218,7 @@ at::Tensor convolution_vendor(
   }
   static torch_fl::PathCounter counter("convolution", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(input, weight, bias));
   try {
     return nvgpu::ops::convolution(
         torch_fl::StreamArg::current(),
@@ -275,7 +275,7 @@ at::Tensor convolution_vendor(
   }
   static torch_fl::PathCounter counter("convolution_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, input, weight));
   try {
     return nvgpu::ops::convolution_backward(
         torch_fl::StreamArg::current(),
@@ -308,7 +308,12 @@ at::Tensor convolution_vendor(
     double eps) {
   static torch_fl::PathCounter counter("native_batch_norm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(
+      input,
+      weight,
+      bias,
+      running_mean,
+      running_var));
   try {
     return nvgpu::ops::batch_norm(
         torch_fl::StreamArg::current(),
@@ -340,7 +345,14 @@ at::Tensor convolution_vendor(
     ::std::array<bool,3> output_mask) {
   static torch_fl::PathCounter counter("native_batch_norm_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(
+      grad_out,
+      input,
+      weight,
+      running_mean,
+      running_var,
+      save_mean,
+      save_invstd));
   try {
     return nvgpu::ops::batch_norm_backward(
         torch_fl::StreamArg::current(),
@@ -386,7 +398,7 @@ at::Tensor convolution_vendor(
   }
   static torch_fl::PathCounter counter("max_pool2d_with_indices", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return nvgpu::ops::max_pool2d_with_indices(
         torch_fl::StreamArg::current(),
@@ -432,7 +444,7 @@ at::Tensor max_pool2d_with_indices_backward_vendor(
   }
   static torch_fl::PathCounter counter("max_pool2d_with_indices_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, self, indices));
   try {
     return nvgpu::ops::max_pool2d_with_indices_backward(
         torch_fl::StreamArg::current(),
@@ -454,7 +466,7 @@ at::Tensor max_pool2d_with_indices_backward_vendor(
 at::Tensor _adaptive_avg_pool2d_vendor(const at::Tensor & self, at::IntArrayRef output_size) {
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return nvgpu::ops::adaptive_avg_pool2d(
         torch_fl::StreamArg::current(),
@@ -470,7 +482,7 @@ at::Tensor _adaptive_avg_pool2d_vendor(const at::Tensor & self, at::IntArrayRef 
 at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, const at::Tensor & self) {
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, self));
   try {
     return nvgpu::ops::adaptive_avg_pool2d_backward(
         torch_fl::StreamArg::current(),
@@ -486,7 +498,7 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
 at::Tensor _softmax_vendor(const at::Tensor & self, int64_t dim, bool half_to_float) {
   static torch_fl::PathCounter counter("_softmax", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return nvgpu::ops::softmax(
         torch_fl::StreamArg::current(),
@@ -507,7 +519,7 @@ at::Tensor _softmax_backward_data_vendor(
     at::ScalarType input_dtype) {
   static torch_fl::PathCounter counter("_softmax_backward_data", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, output));
   try {
     return nvgpu::ops::softmax_backward(
         torch_fl::StreamArg::current(),
@@ -525,7 +537,7 @@ at::Tensor _softmax_backward_data_vendor(
 at::Tensor _log_softmax_vendor(const at::Tensor & self, int64_t dim, bool half_to_float) {
   static torch_fl::PathCounter counter("_log_softmax", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return nvgpu::ops::log_softmax(
         torch_fl::StreamArg::current(),
@@ -546,7 +558,7 @@ at::Tensor _log_softmax_backward_data_vendor(
     at::ScalarType input_dtype) {
   static torch_fl::PathCounter counter("_log_softmax_backward_data", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, output));
   try {
     return nvgpu::ops::log_softmax_backward(
         torch_fl::StreamArg::current(),
@@ -569,7 +581,7 @@ at::Tensor _log_softmax_backward_data_vendor(
     int64_t ignore_index) {
   static torch_fl::PathCounter counter("nll_loss_forward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, target, weight));
   try {
     return nvgpu::ops::nll_loss_forward(
         torch_fl::StreamArg::current(),
@@ -595,7 +607,12 @@ at::Tensor nll_loss_backward_vendor(
     const at::Tensor & total_weight) {
   static torch_fl::PathCounter counter("nll_loss_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(
+      grad_output,
+      self,
+      target,
+      weight,
+      total_weight));
   try {
     return nvgpu::ops::nll_loss_backward(
         torch_fl::StreamArg::current(),
@@ -616,7 +633,7 @@ at::Tensor nll_loss_backward_vendor(
 at::Tensor index_select_vendor(const at::Tensor & self, int64_t dim, const at::Tensor & index) {
   static torch_fl::PathCounter counter("index_select", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, index));
   try {
     return nvgpu::ops::index_select(
         torch_fl::StreamArg::current(),
@@ -638,7 +655,7 @@ at::Tensor embedding_dense_backward_vendor(
     bool scale_grad_by_freq) {
   static torch_fl::PathCounter counter("embedding_dense_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, indices));
   try {
     return nvgpu::ops::embedding_dense_backward(
         torch_fl::StreamArg::current(),
@@ -658,7 +675,7 @@ at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_bl
   static torch_fl::PathCounter counter("copy_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "copy_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, src));
   try {
     return nvgpu::ops::copy_(
         torch_fl::StreamArg::current(),

@@ -28,6 +28,10 @@ __all__ = ["test_opinfo"]
 _suite = suite.chip()  # configured by the chip's conftest.py, imported before any test module
 chip_spec = _suite.spec
 CHIP = chip_spec.CHIP
+# TORCH_FL_OPINFO_DEVICE=I puts the samples on device I while device 0 stays current: every op
+# must then run on its operands' device (its stream, its memory), not on the current one.
+_DEVICE_INDEX = env.get("OPINFO_DEVICE")
+TARGET = f"{CHIP}:{int(_DEVICE_INDEX)}" if _DEVICE_INDEX else CHIP
 MAX_SAMPLES = 8
 TEST_TIMEOUT_S = int(env.get("OPINFO_TIMEOUT", "120"))
 TOLERANCES = {torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7), torch.float16: (1e-3, 1e-3),
@@ -149,9 +153,9 @@ def to_chip(value):
     device argument (`x.to("cpu")`) replaced by the chip, other leaves kept."""
     def move(x):
         if isinstance(x, torch.Tensor):
-            moved = _move_keeping_storage(x) if _is_partial_view(x) else x.detach().to(CHIP)
+            moved = _move_keeping_storage(x) if _is_partial_view(x) else x.detach().to(TARGET)
             return moved.requires_grad_(x.requires_grad) if x.requires_grad else moved
-        return CHIP if _is_cpu_device(x) else x
+        return TARGET if _is_cpu_device(x) else x
     return pytree.tree_map(move, value)
 
 
@@ -166,7 +170,7 @@ def _move_keeping_storage(x):
     """x on the chip with the same storage contents, offset and strides."""
     count = x.untyped_storage().nbytes() // x.element_size()
     flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), 0, (count,), (1,))
-    return flat.to(CHIP).as_strided(x.shape, x.stride(), x.storage_offset()).detach()
+    return flat.to(TARGET).as_strided(x.shape, x.stride(), x.storage_offset()).detach()
 
 
 def host_arguments_error(error):
@@ -189,7 +193,7 @@ def assert_same_metadata(actual, expected, where):
 def chip_kwargs(kwargs):
     out = {}
     for name, value in kwargs.items():
-        out[name] = CHIP if name == "device" and _is_cpu_device(value) else to_chip(value)
+        out[name] = TARGET if name == "device" and _is_cpu_device(value) else to_chip(value)
     return out
 
 

@@ -4,6 +4,7 @@
 // generated backend registers them with register_core_ops().
 #pragma once
 
+#include <ATen/core/IListRef.h>
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
@@ -45,6 +46,40 @@ inline std::optional<at::Tensor> resolve_math_bits(const std::optional<at::Tenso
   return t.has_value() ? std::optional<at::Tensor>(resolve_math_bits(*t)) : t;
 }
 void check_no_math_bits(const at::Tensor& written, const char* op);
+
+// The device a vendor kernel runs on: the first of `tensors` that lives on the chip (the
+// generated wrappers pass the written ones first). Not simply the first tensor argument's:
+// ATen's composite kernels put wrapped CPU scalars first (mul_.Scalar calls
+// mul.out(<scalar>, self, out=self)), and so do users (`torch.tensor(2.) * x`); a guard on
+// that CPU tensor would leave the current device's stream in charge of another device's
+// memory, unordered against the work queued there.
+namespace detail {
+inline std::optional<c10::Device> chip_device(const at::Tensor& t) {
+  return t.defined() && t.is_privateuseone() ? std::optional<c10::Device>(t.device()) : std::nullopt;
+}
+inline std::optional<c10::Device> chip_device(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? chip_device(*t) : std::nullopt;
+}
+inline std::optional<c10::Device> chip_device(const at::ITensorListRef& tensors) {
+  for (const at::Tensor& t : tensors) {
+    if (auto device = chip_device(t)) return device;
+  }
+  return std::nullopt;
+}
+inline std::optional<c10::Device> chip_device(at::TensorList tensors) {
+  for (const at::Tensor& t : tensors) {
+    if (auto device = chip_device(t)) return device;
+  }
+  return std::nullopt;
+}
+}  // namespace detail
+
+template <class... Tensors>
+std::optional<c10::Device> kernel_device(const Tensors&... tensors) {
+  std::optional<c10::Device> found;
+  (void)((found = detail::chip_device(tensors)).has_value() || ...);
+  return found;
+}
 
 void register_core_ops(torch::Library& m);
 
