@@ -70,15 +70,14 @@ def _enabled() -> bool:
     return _disabled_depth == 0
 
 
-def _forward_input(node, input_nr: int):
-    """What the gradient at this edge is for: (description, expected device) or None."""
-    metadata = node._input_metadata[input_nr]
+def _describe_input(node, input_nr: int) -> str:
+    """What the gradient at this edge is for. Only when raising: naming a parameter searches
+    the live objects (a compiled graph's backward is a custom Function whose every edge is a
+    parameter's: described on each call, it cost seconds a step)."""
     variable = getattr(node, "variable", None)  # AccumulateGrad: the leaf itself
     if variable is not None:
-        what = describe_parameter(variable) or f"leaf tensor of shape {tuple(variable.shape)}"
-    else:
-        what = f"input {input_nr} of {node.name()}"
-    return what, metadata.device
+        return describe_parameter(variable) or f"leaf tensor of shape {tuple(variable.shape)}"
+    return f"input {input_nr} of {node.name()}"
 
 
 def _checked_apply(self, *grad_outputs):
@@ -89,8 +88,9 @@ def _checked_apply(self, *grad_outputs):
     for index, ((node, input_nr), grad) in enumerate(zip(self.next_functions, as_tuple)):
         if node is None or not isinstance(grad, torch.Tensor):
             continue
-        what, expected = _forward_input(node, input_nr)
+        expected = node._input_metadata[input_nr].device
         if grad.device != expected:
+            what = _describe_input(node, input_nr)
             function = type(self).__name__.removesuffix("Backward")
             raise GradientDeviceError(
                 f"autograd device check: {function}.backward returned the gradient for {what} "
