@@ -28,7 +28,8 @@ __all__ = ["TARGET", "install", "interprets", "repair_atomics"]
 # What Inductor is told it writes for: an sm_80 CUDA GPU with 32-lane warps.
 TARGET = ("cuda", 80, 32)
 # An A100's limits (Inductor sizes grids and picks matmul templates by them); the interpreter has none.
-_LIMITS = {"multiprocessor_count": 108, "max_num_regs": 65536, "max_shared_mem": 166912, "warpSize": 32}
+_LIMITS = {"multiprocessor_count": 108, "max_num_regs": 65536, "max_shared_mem": 166912, "warpSize": 32,
+           "max_threads_per_multiprocessor": 2048}
 
 
 def interprets() -> bool:

@@ -279,7 +279,24 @@ class _target_properties:
         return cls(type=target.backend, index=index, multi_processor_count=limits["multiprocessor_count"],
                    cc=target.arch, major=target.arch // 10 if isinstance(target.arch, int) else None,
                    regs_per_multiprocessor=limits.get("max_num_regs"), warp_size=target.warp_size,
-                   max_threads_per_block=1024)
+                   max_threads_per_block=1024,
+                   max_threads_per_multi_processor=_target_properties.threads_per_multiprocessor(
+                       target, limits, chip, index))
+
+    @staticmethod
+    def threads_per_multiprocessor(target, limits: dict, chip: str, index: int) -> int:
+        """Inductor sizes reductions by it (and asserts it is known). Triton's driver does not
+        report it; a CUDA or HIP target's runtime does, through torch.cuda (the chip's device
+        `index` is that runtime's: the chip drives the same GPUs)."""
+        if "max_threads_per_multiprocessor" in limits:
+            return limits["max_threads_per_multiprocessor"]
+        import torch
+
+        if target.backend in ("cuda", "hip") and torch.cuda.is_available():
+            return torch.cuda.get_device_properties(index).max_threads_per_multi_processor
+        raise RuntimeError(f"Inductor on chip '{chip}': the Triton target {target.backend} (arch {target.arch}) "
+                           "reports no threads per multiprocessor, which Inductor's reduction heuristics need; "
+                           "its Triton driver's get_device_properties should give max_threads_per_multiprocessor")
 
 
 def _triton_driver():

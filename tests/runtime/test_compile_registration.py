@@ -127,6 +127,8 @@ def test_inductor_writes_the_triton_chips_code_for_its_triton_target(tmp_path):
     assert "async_compile.triton(" in wrapper and "@triton.jit" in wrapper
     assert "libdevice.erf(" in wrapper                # GELU's: the interpreter's host libdevice ran it
     assert "DeviceProperties(type='cuda', index=0, multi_processor_count=108, cc=80" in wrapper
+    # Inductor asserts it when it scales a compiled reduction's block (found on the H100)
+    assert "max_threads_per_multi_processor=2048" in wrapper
 
 
 def test_a_triton_chip_registered_after_inductor_was_imported():
