@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import __version__
-from .model import ChipSpec, NativeSpec
+from .model import ChipSpec, CompositeSpec, NativeSpec
 from .render import MARKER, digest, manifest, render
 from .runtime_files import csrc_dir
 from . import env
@@ -405,19 +405,25 @@ def _inputs_fingerprint(spec: ChipSpec, package_digest: str) -> str:
     for source in sorted(csrc_dir().rglob("*")):
         if source.is_file():
             h.update(str(source).encode() + source.read_bytes())
-    if spec.kernels:
+    for kernels in _kernels_of(spec):
         # Sources compiled into the backend, and the kernel headers it includes.
-        headers = [folder / h for folder in spec.kernels.include_dirs for h in spec.kernels.headers]
-        for path in [*spec.kernels.sources, *headers]:
+        headers = [folder / h for folder in kernels.include_dirs for h in kernels.headers]
+        for path in [*kernels.sources, *headers]:
             if path.is_file():
                 h.update(str(path).encode() + b"\0" + path.read_bytes())
-        for folder in spec.kernels.library_dirs:
-            for lib in spec.kernels.libraries:
+        for folder in kernels.library_dirs:
+            for lib in kernels.libraries:
                 candidate = folder / f"lib{lib}.so"
                 if candidate.exists():
                     st = candidate.stat()
                     h.update(f"{candidate}\0{st.st_size}\0{st.st_mtime_ns}".encode())
     return h.hexdigest()
+
+
+def _kernels_of(spec: ChipSpec | CompositeSpec) -> list:
+    """The vendor kernel sections compiled into the backend: the chip's, or each member's."""
+    chips = spec.members if isinstance(spec, CompositeSpec) else (spec,)
+    return [chip.kernels for chip in chips if chip.kernels]
 
 
 def _native_installed(spec: NativeSpec, result: GenerateResult) -> bool:

@@ -54,14 +54,20 @@ def _is_native(spec) -> bool:
     return spec.chip.integration == "native"
 
 
+def _has_driver(spec) -> bool:
+    """A privateuse1 chip: a driver of its own (a native chip's is torch's, a composite's its members')."""
+    return spec.chip.integration == "privateuse1"
+
+
 def _driver_versions(spec) -> tuple:
-    """The driver versions a spec builds (a native chip: one build, no driver of its own)."""
-    return (None,) if _is_native(spec) else spec.driver.versions
+    """The driver versions a spec builds (a native or composite chip: one build, no driver of its own)."""
+    return spec.driver.versions if _has_driver(spec) else (None,)
 
 
 def _not_for_native(spec, path: str, what: str) -> None:
-    if _is_native(spec):
-        _fail(f"{path}: {spec.chip.name} is a native chip (integration: native): it has no {what}", EXIT_SPEC)
+    if not _has_driver(spec):
+        _fail(f"{path}: {spec.chip.name} is a {spec.chip.integration} chip (integration: {spec.chip.integration}): "
+              f"it has no {what}", EXIT_SPEC)
 
 
 def _progress(verbose: bool):
@@ -97,6 +103,10 @@ def validate(specs: tuple[str, ...]) -> None:
             click.echo(f"{path}: ok ({spec.chip.name}: native, torch.{spec.device_type} on a {spec.torch_build} build "
                        f"of torch, collective {spec.collective.backend} ({spec.collective.library}))")
             continue
+        if not _has_driver(spec):
+            click.echo(f"{path}: ok ({spec.chip.name}: composite of "
+                       + ", ".join(f"{m.chip.name} ({len(m.vendor_ops)} vendor ops)" for m in spec.members) + ")")
+            continue
         overlays = [_load(path, exit_on_error=False, driver_version=v) for v in spec.driver.versions[1:]]
         if any(o is None for o in overlays):
             failed += 1
@@ -111,7 +121,7 @@ def validate(specs: tuple[str, ...]) -> None:
 
 def _package_folder(spec) -> str:
     """generated/<chip> for the spec's driver.version, generated/<chip>-driver<V> for the others."""
-    if _is_native(spec) or spec.driver.version == spec.driver.default_version:
+    if not _has_driver(spec) or spec.driver.version == spec.driver.default_version:
         return spec.chip.name
     return f"{spec.chip.name}-driver{spec.driver.version}"
 
@@ -182,8 +192,8 @@ def _record_build(spec, say) -> None:
     """A line for the compatibility matrix (torchfl-gen compat); never fails the build."""
     from .compat import BUILDS_FILE, append_record, build_record
 
-    if _is_native(spec):
-        return  # nothing compiled: the matrix is of driver and torch versions
+    if not _has_driver(spec):
+        return  # the matrix is of a chip's driver and torch versions (a composite's are its members')
 
     try:
         append_record(build_record(spec))
@@ -207,8 +217,8 @@ def compat(spec_paths: tuple[str, ...], records: str, added: tuple[str, ...], ou
     specs = {}
     for path in paths:
         base = _load(path)
-        if _is_native(base):
-            continue  # torch's own build: no driver x torch matrix of ours
+        if not _has_driver(base):
+            continue  # torch's own build, or a composite (its members' rows): no driver x torch matrix of its own
         specs[path] = [base] + [_load(path, driver_version=v) for v in base.driver.versions[1:]]
     records_path = Path(records)
     try:

@@ -37,7 +37,7 @@ WARN_POLICIES = ("once", "always", "never")
 class Chip:
     name: str             # torch device type string, e.g. "npu"
     vendor: str
-    integration: str      # "privateuse1" or "native"
+    integration: str      # "privateuse1", "native" or "composite"
     description: str
     capability: tuple[int, int] = (0, 0)  # MAJOR, MINOR (chip.capability)
 
@@ -45,8 +45,8 @@ class Chip:
         # The name becomes a Python package, a C++ string and torch's device type.
         if not (self.name.isidentifier() and self.name.isascii() and self.name.islower()):
             raise ValueError(f"chip name {self.name!r} is not a lowercase ASCII identifier")
-        if self.integration not in ("privateuse1", "native"):
-            raise ValueError(f"integration {self.integration!r} is neither privateuse1 nor native")
+        if self.integration not in ("privateuse1", "native", "composite"):
+            raise ValueError(f"integration {self.integration!r} is not privateuse1, native or composite")
 
     @property
     def package(self) -> str:
@@ -398,6 +398,68 @@ class ChipSpec:
     @functools.cached_property
     def _ops_by_name(self) -> dict[str, OpEntry]:
         return {op.name: op for op in self.ops}
+
+
+# ------------------------------------------------------------------ composite chips
+
+@dataclass(frozen=True)
+class CompositeSpec:
+    """Privateuse1 chips of different vendors behind one device type (`chip.integration:
+    composite`): device indices are the members' devices in member order, and each op runs on
+    its device's chip as that member's spec routes it. What the one device type can hold once
+    (autocast's dtype, the Triton mode, Inductor's code generation) is derived from the members
+    here; the rest stays each member's."""
+    spec_version: int
+    source: Path
+    source_display: str
+    spec_sha256: str                    # of the composite file and every member's, in order
+    chip: Chip
+    members: tuple[ChipSpec, ...]
+
+    def __post_init__(self):
+        if self.chip.integration != "composite" or len(self.members) < 2:
+            raise ValueError("a composite needs integration: composite and at least two members")
+        names = [member.chip.name for member in self.members]
+        if len(set(names)) != len(names) or self.chip.name in names:
+            raise ValueError(f"member names {names} repeat or repeat the composite's {self.chip.name!r}")
+        if len({mode for mode in map(_triton_mode, self.members) if mode}) > 1:
+            raise ValueError("members run Triton in different modes")
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        """Every member's dtypes, each once (a tensor's own chip refuses the others)."""
+        return tuple(dict.fromkeys(dtype for member in self.members for dtype in member.dtypes))
+
+    @property
+    def amp(self) -> Amp | None:
+        """torch's autocast holds one dtype per device type: the dtypes every member autocasts
+        to, the first member's op lists; None where a member has no AMP or they share no dtype."""
+        if any(member.amp is None for member in self.members):
+            return None
+        first = self.members[0].amp
+        shared = tuple(d for d in first.dtypes if all(d in m.amp.dtypes for m in self.members[1:]))
+        if not shared:
+            return None
+        default = first.default if first.default in shared else shared[0]
+        return Amp(dtypes=shared, default=default, lower_precision_ops=first.lower_precision_ops,
+                   fp32_ops=first.fp32_ops, promote_ops=first.promote_ops)
+
+    @property
+    def triton_mode(self) -> str | None:
+        """How the members that route ops to Triton run it (one mode: checked), or None."""
+        return next((mode for mode in map(_triton_mode, self.members) if mode), None)
+
+    @property
+    def compile(self) -> Compile:
+        """Inductor generates Triton code for the device type only where every member takes it."""
+        inductor = "triton" if all(m.compile.inductor == "triton" for m in self.members) else "none"
+        return Compile(inductor=inductor)
+
+
+def _triton_mode(spec: ChipSpec) -> str | None:
+    """The member's fallback.triton where any of its routes uses the Triton step."""
+    uses = spec.default_route.chain[:1] == ("triton",) or any(route.triton for route in spec.routes)
+    return spec.fallback.triton if uses else None
 
 
 # ------------------------------------------------------------------ native chips

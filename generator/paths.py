@@ -13,7 +13,7 @@ from .yaml_loader import YamlDocument
 
 # Spec fields holding paths, relative to the spec's folder.
 PATH_FIELDS = (("driver", "search_paths"), ("kernels", "include_dirs"), ("kernels", "library_dirs"),
-               ("kernels", "sources"))
+               ("kernels", "sources"), ("composite", "members"))
 # Spec fields holding paths relative to an include folder (`#include <...>`): relative too.
 INCLUDE_FIELDS = (("kernels", "headers"),)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 
 from . import __version__
-from .model import ChipSpec, NativeSpec, OpEntry, Route
+from .model import CompositeSpec, ChipSpec, NativeSpec, OpEntry, Route
 from .torch_support import TORCH_REQUIREMENT
 from .opinfo_map import opinfo_names_for
 
@@ -53,6 +53,24 @@ NATIVE_FILES = (
     ("package/__init__.py.j2", "{pkg}/__init__.py"),
     ("package/spec.py.j2", "{pkg}/spec.py"),
     ("tests/test_native.py.j2", "tests/test_native_{chip}.py"),  # unique: pytest runs several chips' at once
+)
+
+# A composite chip (`integration: composite`): the members' code joined (templates/composite),
+# the package and device files of a privateuse1 chip, and one spec module per member.
+COMPOSITE_FILES = (
+    ("privateuse1/package/pyproject.toml.j2", "pyproject.toml"),
+    ("privateuse1/package/setup.py.j2", "setup.py"),
+    ("composite/package/README.md.j2", "README.md"),
+    ("privateuse1/package/gitignore.j2", ".gitignore"),
+    ("composite/csrc/driver.cpp.j2", "csrc/driver.cpp"),
+    ("composite/csrc/registration.cpp.j2", "csrc/registration.cpp"),
+    ("composite/csrc/ops.cpp.j2", "csrc/ops.cpp"),
+    ("privateuse1/csrc/autocast.cpp.j2", "csrc/autocast.cpp"),
+    ("privateuse1/package/__init__.py.j2", "{pkg}/__init__.py"),
+    ("privateuse1/package/device.py.j2", "{pkg}/device.py"),
+    ("composite/package/spec.py.j2", "{pkg}/spec.py"),
+    ("composite/tests/conftest.py.j2", "tests/conftest.py"),
+    ("composite/tests/test_composite.py.j2", "tests/test_composite.py"),
 )
 
 # torch dtype name -> c10::ScalarType enumerator, for the spec's `dtypes:`.
@@ -359,14 +377,136 @@ def render_native(spec: NativeSpec, output_dir: Path) -> dict[str, str]:
     return files
 
 
-def render(spec: ChipSpec | NativeSpec, output_dir: Path) -> dict[str, str]:
-    """Every file of the package, path -> text, for a package written to `output_dir`."""
-    if isinstance(spec, NativeSpec):
-        return render_native(spec, output_dir)
+@dataclass(frozen=True)
+class Router:
+    """One op of a composite's ops.cpp: the kernel of the call's member chip, else its chain."""
+    op: str
+    ident: str
+    schema: str
+    decl: str
+    device: str   # the C++ expression of the call's device (an optional)
+    cases: tuple  # (member index, chip, kernel expression, call), members with a kernel for the op
+    declined: str  # the statement for a member without one: the op on that member's chain
+
+
+def composite_routers(members: list[dict]) -> list[Router]:
+    by_op: dict[str, list] = {}
+    for m in members:
+        for w in m["wrappers"]:
+            by_op.setdefault(w.op.name, []).append((m, w))
+    routers = []
+    for name in sorted(by_op):
+        first = by_op[name][0][1]
+        sig = first.op.signature
+        args = [a.name for a in sig.arguments]
+        caller = "call_fallback_fn_symint" if any("SymInt" in a.cpp_type for a in sig.arguments) else "call_fallback_fn"
+        declined = "return " + cpp_call(f"at::native::{caller}<&torch_fl::vendor_declined, at::_ops::{first.op.cpp_ident}>::call",
+                                        args, before="  return ", indent="  ") + ";"
+        cases = tuple({"member": m["index"], "chip": m["chip"].name,
+                       "kernel": f"{m['spec'].kernels.namespace}::{w.op.kernel}",
+                       "call": cpp_call(f"member_{m['chip'].name}::{w.op.cpp_ident}_vendor", args,
+                                        before="      if (...) return ", indent="        ")}
+                      for m, w in by_op[name])
+        routers.append(Router(op=name, ident=first.op.cpp_ident, schema=sig.schema,
+                              decl=cpp_call(f"{sig.returns} {first.op.cpp_ident}_router",
+                                            [f"{a.cpp_type} {a.name}" for a in sig.arguments]),
+                              device=_device_expression(first), cases=cases, declined=declined))
+    return routers
+
+
+def _device_expression(wrapper: VendorWrapper) -> str:
+    """The device a call runs on: its first tensor's, a tensor list's first tensor's, or none
+    (the current device's)."""
+    if wrapper.guard_arg is not None:
+        return f"at::device_of({wrapper.guard_arg})"
+    listed = next((a.name for a in wrapper.op.signature.arguments if "TensorList" in a.cpp_type), None)
+    return f"first_device({listed})" if listed else "std::nullopt"
+
+
+def render_composite(spec: CompositeSpec, output_dir: Path) -> dict[str, str]:
+    """A composite's package: one extension joining its members' drivers and kernels, the
+    composite's facts, and each member's own spec module."""
     env = _environment()
     output_dir = output_dir.resolve()
     source = spec_source_for(spec.source, output_dir)
+    members = []
+    for index, member in enumerate(spec.members):
+        wrappers = vendor_wrappers(member)
+        members.append({
+            "index": index,
+            "spec": member,
+            "chip": member.chip,
+            "spec_source": spec_source_for(member.source, output_dir),
+            "wrappers": wrappers,
+            "copy_wrapper": next((w for w in wrappers if w.op.name == "copy_"), None),
+            "missing_notes": [(f"{member.kernels.namespace}::{w.op.kernel}", cpp_call("torch_fl::note_missing_kernel", [
+                cpp_string(w.op.name), cpp_string(w.op.kernel), str(w.op.line),
+                "true" if w.op.require_vendor else "false", str(index)], before="  if (...) ", indent="  "))
+                for w in wrappers],
+        })
+    kernels = [m.kernels for m in spec.members if m.kernels]
     context = {
+        "spec": spec,
+        "chip": spec.chip,
+        "pkg": spec.chip.package,
+        "members": members,
+        "routers": composite_routers(members),
+        "generator_version": __version__,
+        "torch_requirement": TORCH_REQUIREMENT,
+        "spec_source": source,
+        "spec_digest": spec.spec_sha256[:16],
+        "build_command": f"torchfl-gen build {source}",
+        "package_version": __version__,
+        "dtype_enum": DTYPE_ENUM,
+        "amp_kernels": amp_kernels(spec),
+        "kernel_toolkit": "cuda" if any(k.toolkit == "cuda" for k in kernels) else "none",
+        "paths": {
+            "kernel_include_dirs": _unique(_relpath(p, output_dir) for k in kernels for p in k.include_dirs),
+            "kernel_library_dirs": _unique(_relpath(p, output_dir) for k in kernels for p in k.library_dirs),
+            "kernel_libraries": _unique(lib for k in kernels for lib in k.libraries),
+            "kernel_sources": _unique(_relpath(p, output_dir) for k in kernels for p in k.sources),
+            "driver_search_paths": _unique(_relpath(p, output_dir) for m in spec.members for p in m.driver.search_paths),
+        },
+    }
+    files: dict[str, str] = {}
+    for template, out in COMPOSITE_FILES:
+        files[out.replace("{pkg}", spec.chip.package)] = env.get_template(template).render(**context)
+    for m in members:
+        member_context = {**_chip_context(m["spec"], output_dir), "spec_source": m["spec_source"]}
+        files[f"{spec.chip.package}/member_{m['chip'].name}.py"] = env.get_template(
+            "privateuse1/package/spec.py.j2").render(**member_context)
+    files[MARKER] = _marker(source, files, spec.chip.package)
+    return files
+
+
+def _unique(items) -> list:
+    return list(dict.fromkeys(items))
+
+
+def render(spec: ChipSpec | NativeSpec | CompositeSpec, output_dir: Path) -> dict[str, str]:
+    """Every file of the package, path -> text, for a package written to `output_dir`."""
+    if isinstance(spec, NativeSpec):
+        return render_native(spec, output_dir)
+    if isinstance(spec, CompositeSpec):
+        return render_composite(spec, output_dir)
+    env = _environment()
+    output_dir = output_dir.resolve()
+    source = spec_source_for(spec.source, output_dir)
+    context = _chip_context(spec, output_dir)
+    files: dict[str, str] = {}
+    templates = PRIVATEUSE1_FILES + (COLLECTIVES_FILE if spec.distributed and spec.distributed.library else ())
+    for template, out in templates:
+        path = out.replace("{pkg}", spec.chip.package)
+        files[path] = env.get_template(f"privateuse1/{template}").render(**context)
+    files[MARKER] = _marker(source, files, spec.chip.package)
+    return files
+
+
+def _chip_context(spec: ChipSpec, output_dir: Path) -> dict:
+    """What the privateuse1 templates format for one chip."""
+    output_dir = output_dir.resolve()
+    source = spec_source_for(spec.source, output_dir)
+    return {
         "spec": spec,
         "chip": spec.chip,
         "pkg": spec.chip.package,
@@ -374,6 +514,7 @@ def render(spec: ChipSpec | NativeSpec, output_dir: Path) -> dict[str, str]:
         "torch_requirement": TORCH_REQUIREMENT,
         "spec_source": source,
         "spec_digest": spec.spec_sha256[:16],
+        "kernel_toolkit": spec.kernels.toolkit if spec.kernels else "none",
         "build_command": f"torchfl-gen build {source}" + (
             f" --driver-version {spec.driver.version}" if spec.driver.version != spec.driver.default_version else ""),
         "package_version": f"{__version__}+driver{spec.driver.version}",
@@ -394,13 +535,6 @@ def render(spec: ChipSpec | NativeSpec, output_dir: Path) -> dict[str, str]:
                                 if op.name not in {name for name, _ in vendor_op_cases(spec)}],
         "suite_dtypes": suite_dtypes(spec),
     }
-    files: dict[str, str] = {}
-    templates = PRIVATEUSE1_FILES + (COLLECTIVES_FILE if spec.distributed and spec.distributed.library else ())
-    for template, out in templates:
-        path = out.replace("{pkg}", spec.chip.package)
-        files[path] = env.get_template(f"privateuse1/{template}").render(**context)
-    files[MARKER] = _marker(source, files, spec.chip.package)
-    return files
 
 
 def digest(files: dict[str, str]) -> str:

@@ -9,6 +9,7 @@ This module holds the entry points and builds the model; the schema's messages c
 """
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import os
 from pathlib import Path
@@ -76,13 +77,112 @@ def _build_native(doc: YamlDocument, source: Path, display: str, raw: bytes,
     )
 
 
+# The composite specs being loaded (their members load inside): a member naming one of them
+# would never finish.
+_composites_loading: contextvars.ContextVar[frozenset[Path]] = contextvars.ContextVar(
+    "torchfl_composites_loading", default=frozenset())
+
+
+def _build_composite(doc: YamlDocument, source: Path, display: str, raw: bytes,
+                     driver_version: str | None) -> model.CompositeSpec:
+    """Each member loaded as a spec of its own (its errors reported in its own file, under one
+    located at its entry here), then what members of one composite may not share."""
+    d = doc.data
+    if driver_version is not None:
+        raise SpecErrors([doc.error(("chip", "integration"), "a composite chip builds its members' default driver "
+                                    f"versions; there is no driver version '{driver_version}' to build")])
+    errors: list[SpecError] = []
+    members: list[tuple[int, model.ChipSpec]] = []
+    loading = _composites_loading.get() | {source}
+    for i, relative in enumerate(d["composite"]["members"]):
+        where = ("composite", "members", i)
+        path = Path(os.path.normpath(source.parent / relative))
+        shown = os.path.normpath(os.path.join(os.path.dirname(display), relative))
+        if path in loading:
+            errors.append(doc.error(where, f"member '{relative}' is this composite itself, or includes it"))
+            continue
+        if not path.is_file():
+            errors.append(doc.error(where, f"member spec '{relative}' does not exist ({path})",
+                                    hint="name a chip spec file, relative to this spec's folder"))
+            continue
+        token = _composites_loading.set(loading)
+        try:
+            member = load_spec(path, shown)
+        except SpecErrors as e:
+            errors.append(doc.error(where, f"member spec '{relative}' has {len(e.errors)} error(s), listed "
+                                    "with its own file name"))
+            errors += e.errors
+            continue
+        finally:
+            _composites_loading.reset(token)
+        if not isinstance(member, model.ChipSpec):
+            errors.append(doc.error(where, f"member '{relative}' is a {member.chip.integration} chip; a composite's "
+                                    "members are privateuse1 chips (their drivers and kernels are what it joins)"))
+            continue
+        members.append((i, member))
+    errors += _member_conflicts(doc, d["chip"]["name"], members)
+    if errors:
+        raise SpecErrors(errors)
+    chip = d["chip"]
+    digest = hashlib.sha256(raw)
+    for _, member in members:
+        digest.update(bytes.fromhex(member.spec_sha256))
+    return model.CompositeSpec(
+        spec_version=d["spec_version"],
+        source=source,
+        source_display=display,
+        spec_sha256=digest.hexdigest(),
+        chip=model.Chip(name=chip["name"], vendor=chip["vendor"], integration="composite",
+                        description=chip.get("description", "")),
+        members=tuple(member for _, member in members),
+    )
+
+
+def _member_conflicts(doc: YamlDocument, name: str, members: list[tuple[int, model.ChipSpec]]) -> list[SpecError]:
+    """What two members of one process may not share: a device name, a vendor's symbols (the
+    kernel namespace, the driver libraries), the Triton mode."""
+    out: list[SpecError] = []
+    seen: dict[str, tuple[str, str]] = {}  # what -> (member, how it is shown)
+
+    def claim(i: int, member: model.ChipSpec, key: str, shown: str, why: str) -> None:
+        if key in seen:
+            other, _ = seen[key]
+            out.append(doc.error(("composite", "members", i), f"members {other} and {member.chip.name} {why} {shown}",
+                                 hint=WHY_DISTINCT))
+        else:
+            seen[key] = (member.chip.name, shown)
+
+    for i, member in members:
+        if member.chip.name == name:
+            out.append(doc.error(("composite", "members", i), f"member {member.chip.name} has the composite's own "
+                                 "name; the composite's device type must differ from its members'"))
+        claim(i, member, "chip:" + member.chip.name, f"'{member.chip.name}'", "are both named")
+        if member.kernels is not None:
+            claim(i, member, "namespace:" + member.kernels.namespace, f"'{member.kernels.namespace}'",
+                  "share the kernel namespace")
+        for library in member.driver.libraries:
+            claim(i, member, "library:" + library, f"'{library}'", "share the driver library")
+    modes = {(member.chip.name, mode) for _, member in members if (mode := model._triton_mode(member))}
+    if len({mode for _, mode in modes}) > 1:
+        out.append(doc.error(("composite", "members"), "members run the Triton step in different modes ("
+                             + ", ".join(f"{chip}: {mode}" for chip, mode in sorted(modes))
+                             + "); one process runs Triton one way", hint="make their fallback.triton agree"))
+    return out
+
+
+WHY_DISTINCT = ("two chips of one vendor's SDK cannot share a process (their symbols would bind to one "
+                "library); a composite joins chips of different vendors")
+
+
 def _build(doc: YamlDocument, source: Path, display: str, raw: bytes,
-           driver_version: str | None = None) -> model.ChipSpec | model.NativeSpec:
+           driver_version: str | None = None) -> model.ChipSpec | model.NativeSpec | model.CompositeSpec:
     from . import torch_ops
 
     d = defaults.filled(doc.data, load_schema())  # the schema's defaults: no literal default below
     if d["chip"]["integration"] == "native":
         return _build_native(doc, source, display, raw, driver_version)
+    if d["chip"]["integration"] == "composite":
+        return _build_composite(doc, source, display, raw, driver_version)
     version, overlay_path, overlay = _overlay_for(doc, driver_version)
     base = source.parent
     chip = d["chip"]

@@ -1,4 +1,5 @@
-"""Checks of the `chip` section: a name torch does not own, and what `integration: native` rules out."""
+"""Checks of the `chip` section: a name torch does not own, and what `integration: native` and
+`integration: composite` rule out."""
 from __future__ import annotations
 
 import warnings
@@ -27,6 +28,10 @@ NATIVE_UNUSED = {
 }
 
 
+# A composite chip's sections are its members': it names them under `composite.members`.
+COMPOSITE_USED = ("spec_version", "chip", "composite")
+
+
 def is_builtin_device_type(name: str) -> bool:
     """True if ``name`` is a device type torch itself defines (cpu, cuda, meta, ...)."""
     if name in BUILTIN_DEVICE_TYPES:
@@ -46,9 +51,20 @@ def is_builtin_device_type(name: str) -> bool:
 def errors(doc: YamlDocument, data: dict) -> list[SpecError]:
     """A native chip: the sections it cannot use; any other: a name torch does not define."""
     out: list[SpecError] = []
-    native = get(data, "chip", "integration") == "native"
+    integration = get(data, "chip", "integration")
+    native = integration == "native"
     if native:
         out += _native_unused_errors(doc, data)
+    if integration == "composite":
+        out += [doc.error((key,), f"'{key}' does not apply to a composite chip: each member's own spec says it",
+                          at="key", hint="remove it; change it in the member's spec instead")
+                for key in data if key not in COMPOSITE_USED]
+        if isinstance(data.get("chip"), dict) and "capability" in data["chip"]:
+            out.append(doc.error(("chip", "capability"), "a composite chip's devices report their members' "
+                                 "capabilities; chip.capability would not be used", at="key", hint="remove it"))
+    elif "composite" in data:
+        out.append(doc.error(("composite",), "'composite' applies only to chip.integration: composite", at="key",
+                             hint="add `integration: composite` under chip, or remove the section"))
     name = get(data, "chip", "name")
     # A native chip is torch's own device by design; only a generated backend needs a new name.
     if isinstance(name, str) and not native and is_builtin_device_type(name):

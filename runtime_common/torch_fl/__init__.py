@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ._api import BackendInfo, fallback_stats, init, reset_fallback_stats, set_default_device, strict_fallback
 from .chips import ChipFacts, chip_facts, device_facts
+from .naming import device
 from .errors import ChipError, DeviceLostError, KernelError, StreamTimeoutError
 from .coexistence import NativeBackwardError
 from .compile import ChipCompileError
@@ -22,7 +23,7 @@ from . import amp, distributed  # noqa: E402  (torch_fl.amp.autocast, torch_fl.d
 from . import autograd_check, coexistence, data, divergence, monitor, placement  # noqa: E402,F401  (torch_fl.data.DeviceLoader, ...)
 
 __version__ = "0.1.0"
-__all__ = ["BackendInfo", "ChipCompileError", "ChipError", "ChipFacts", "DeviceLostError", "KernelError", "NativeBackwardError", "StreamTimeoutError", "chip_facts", "csrc_dir", "device_facts", "fallback_stats", "init", "reset_fallback_stats", "set_default_device", "strict_fallback"]
+__all__ = ["BackendInfo", "ChipCompileError", "ChipError", "ChipFacts", "DeviceLostError", "KernelError", "NativeBackwardError", "StreamTimeoutError", "chip_facts", "csrc_dir", "device", "device_facts", "fallback_stats", "init", "reset_fallback_stats", "set_default_device", "strict_fallback"]
 
 
 def csrc_dir() -> str:

@@ -10,7 +10,7 @@ log = logging.getLogger("torch_fl")
 
 def enable(chip: str, ops: Iterable[str], note_path: Callable[[str, str], None], mode: str,
            next_step: Callable | None = None, native_stream: Callable[[], int] | None = None,
-           backend=None, declined: Iterable[str] = ()):
+           backend=None, declined: Iterable[str] = (), serves: Callable | None = None):
     """Route `ops` to Triton at the chip's PrivateUse1 key; returns the torch.library
     handles (keep them alive) or None with the reason logged when Triton is unavailable.
 
@@ -22,7 +22,9 @@ def enable(chip: str, ops: Iterable[str], note_path: Callable[[str, str], None],
     in compile mode its C++ kernel fronts the pointwise ops and replays their launches
     (torch_fl._triton_fast). `declined`: vendor ops whose kernel computes in some dtypes only;
     their Triton kernels register as `torchfl_<chip>_declined::<op>` (aten's schema), which the
-    vendor wrapper calls for the other dtypes (csrc: torch_fl::vendor_declined)."""
+    vendor wrapper calls for the other dtypes (csrc: torch_fl::vendor_declined). `serves(op, args,
+    kwargs)`, for a composite chip: whether the Triton step serves this call's member chip; a call
+    it does not goes to `next_step`."""
     if mode == "interpret":
         # The chip is not a Triton target (e.g. a simulated device): run the
         # kernels in Triton's interpreter, which must be chosen before import.
@@ -47,7 +49,7 @@ def enable(chip: str, ops: Iterable[str], note_path: Callable[[str, str], None],
             kernel = _resolving_math_bits(op, kernel)
         if on_stream is not None:
             kernel = on_stream(kernel)
-        return _counted(op, kernel, note_path, next_step)
+        return _counted(op, kernel, note_path, next_step, serves)
 
     fronted, mirrors, why_not = set(), [], "interpreted"
     if mode == "compile" and backend is not None:
@@ -128,7 +130,7 @@ def _resolving_math_bits(op: str, kernel: Callable) -> Callable:
 
 
 def _counted(op: str, kernel: Callable, note_path: Callable[[str, str], None],
-             next_step: Callable | None) -> Callable:
+             next_step: Callable | None, serves: Callable | None = None) -> Callable:
     from ._outside_dynamo import outside_dynamo
     from .triton_ops import Unsupported
 
@@ -136,6 +138,8 @@ def _counted(op: str, kernel: Callable, note_path: Callable[[str, str], None],
     qualified = "aten::" + name
 
     def run(*args, **kwargs):
+        if serves is not None and next_step is not None and not serves(op, args, kwargs):
+            return next_step(qualified, overload, *args, **kwargs)  # another chip's route
         try:
             result = kernel(*args, **kwargs)
         except Unsupported as declined:

@@ -77,15 +77,20 @@ class ChipBackend:
         library lacks when their own chain starts with triton."""
         from . import routes
 
-        ops = routes.triton_ops(self.spec, missing_kernels=_C._missing_kernel_ops())
-        declined = routes.declined_ops(self.spec)
+        serves = None
+        if getattr(self.spec, "MEMBERS", ()):
+            ops, declined, per_member = routes.composite_triton(self.spec, _C._missing_kernel_ops())
+            serves = _member_serves(self.spec.CHIP, _C, per_member)
+        else:
+            ops = routes.triton_ops(self.spec, missing_kernels=_C._missing_kernel_ops())
+            declined = routes.declined_ops(self.spec)
         if not ops and not declined:
             return
         from . import _triton_route
 
         library, self.triton_status = _triton_route.enable(
             self.spec.CHIP, ops, _C._note_path, self.spec.TRITON_MODE, _C._next_step, _C._current_native_stream,
-            backend=_C, declined=declined)
+            backend=_C, declined=declined, serves=serves)
         self._keep_alive.append(library)
         _C._set_triton_status(self.triton_status)
 
@@ -135,3 +140,30 @@ class ChipBackend:
         if not self.registered:
             return f"not registered: {self.deferred}" if self.deferred else "not registered"
         return self._extension()._driver_load_error() or None
+
+
+def _member_serves(chip: str, _C, per_member: list[set[str]]):
+    """For a composite chip: whether the Triton step serves a call, by its first chip tensor's
+    member (the current device's where it has none)."""
+    import torch
+
+    def device_of(values):
+        for value in values:
+            if isinstance(value, torch.Tensor):
+                if value.device.type == chip:
+                    return value.device.index
+            elif isinstance(value, (list, tuple)):
+                index = device_of(value)
+                if index is not None:
+                    return index
+        return None
+
+    def serves(op: str, args, kwargs) -> bool:
+        index = device_of(args)
+        if index is None:
+            index = device_of(kwargs.values())
+        if index is None:
+            index = getattr(torch, chip).current_device()
+        return op in per_member[_C._member_of(index)]
+
+    return serves

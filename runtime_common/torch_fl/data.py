@@ -16,6 +16,8 @@ from typing import Any, Iterable, Iterator
 import torch
 from torch.utils import _pytree as pytree
 
+from . import naming
+
 __all__ = ["DeviceLoader", "to_device"]
 
 
@@ -53,7 +55,7 @@ def to_device(batch: Any, device: str | torch.device, *, non_blocking: bool = Fa
     With non_blocking=True, copies from pinned tensors are asynchronous: the caller keeps
     those tensors alive until the device has read them (DeviceLoader does that for you).
     """
-    return _move(batch, torch.device(device), False, non_blocking)[0]
+    return _move(batch, naming.device(device), False, non_blocking)[0]
 
 
 class DeviceLoader:
@@ -64,7 +66,7 @@ class DeviceLoader:
         if device is None:
             device = torch.get_default_device()
         self.loader = loader
-        self.device = torch.device(device)
+        self.device = naming.device(device)
         if self.device.type not in ("cpu", "meta"):
             torch.empty(0, device=self.device)  # an unusable device fails here, not at the first batch
         self.pin_memory = pin_memory

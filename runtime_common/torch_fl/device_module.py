@@ -139,10 +139,15 @@ def _amp_module(chip: str) -> types.ModuleType:
     return amp
 
 
+def member_spec(spec: types.ModuleType, backend: Any, index: int) -> types.ModuleType:
+    """The spec module of the chip behind device `index`: a composite's member's, else `spec`."""
+    members = getattr(spec, "MEMBERS", ())
+    return members[backend._member_of(index)] if members else spec
+
+
 def extend(module: types.ModuleType, spec: types.ModuleType, backend: Any) -> None:
     """Add the shared part of `torch.<chip>` to the generated device `module`."""
     chip = spec.CHIP
-    capability = tuple(getattr(spec, "CAPABILITY", (0, 0)))
 
     def get_device_properties(device: Any = None) -> DeviceProperties:
         index = module._index(device)
@@ -150,7 +155,9 @@ def extend(module: types.ModuleType, spec: types.ModuleType, backend: Any) -> No
         if not 0 <= index < module.device_count():
             raise AssertionError(f"Invalid device id {index}: {chip} has {module.device_count()} device(s)")
         _, total = backend.mem_get_info(index)
-        return DeviceProperties(spec.DESCRIPTION, index, int(total), capability[0], capability[1], chip)
+        facts = member_spec(spec, backend, index)
+        major, minor = tuple(getattr(facts, "CAPABILITY", (0, 0)))
+        return DeviceProperties(facts.DESCRIPTION, index, int(total), major, minor, chip)
 
     def get_device_capability(device: Any = None) -> tuple[int, int]:
         properties = get_device_properties(device)
@@ -325,7 +332,10 @@ def install(module: types.ModuleType, spec: types.ModuleType, _C: Any) -> None:
         _C.synchronize(_index(device))
 
     def get_device_name(device: Any = None) -> str:
-        return f"{spec.DESCRIPTION} ({spec.CHIP}:{_index(device)})"
+        index = _index(device)
+        facts = member_spec(spec, _C, index)
+        member = f", {facts.CHIP}" if facts is not spec else ""
+        return f"{facts.DESCRIPTION} ({spec.CHIP}:{index}{member})"
 
     def get_amp_supported_dtype() -> list:
         """The autocast dtypes the spec lists (amp.dtypes). For any other, torch.autocast warns and

@@ -26,6 +26,8 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from . import naming
+
 __all__ = ["DevicePlacementPolicy"]
 
 
@@ -37,8 +39,8 @@ class DevicePlacementPolicy:
     def __init__(self, rules: Mapping[str, str | torch.device], default: str | torch.device | None = None):
         if not rules:
             raise ValueError("DevicePlacementPolicy needs at least one {module-name pattern: device} rule")
-        self.rules = {str(pattern): torch.device(device) for pattern, device in rules.items()}
-        self.default = torch.device(default) if default is not None else None
+        self.rules = {str(pattern): naming.device(device) for pattern, device in rules.items()}
+        self.default = naming.device(default) if default is not None else None
         self._handles: list = []
         self._placed: list[nn.Module] = []  # modules whose inputs a hook moves (marked for the doctor)
 

@@ -46,3 +46,15 @@ def allowed_paths(spec: ModuleType, op: str) -> set[str]:
     if r.kernel is None:
         return set(r.chain)
     return {"vendor"} | (set(r.chain) if op in getattr(spec, "KERNEL_DTYPES", {}) else set())
+
+
+def composite_triton(spec: ModuleType, missing_kernels=()) -> tuple[set[str], set[str], list[set[str]]]:
+    """A composite chip's Triton step: (ops registered at the chip's key: some member's Triton ops
+    that no member has a vendor kernel for; ops whose Triton kernels register as declined mirrors,
+    which a member's router calls: the rest of those, and the members' declined ops; per member,
+    the ops its Triton step serves)."""
+    served = [triton_ops(member, missing_kernels) for member in spec.MEMBERS]
+    vendor = {op for member in spec.MEMBERS for op, entry in member.ROUTES.items() if entry[0] is not None}
+    every = set().union(*served)
+    declined = (every & vendor).union(*(declined_ops(member) for member in spec.MEMBERS))
+    return every - vendor, declined, [s | declined_ops(member) for s, member in zip(served, spec.MEMBERS)]

@@ -211,7 +211,7 @@ def test_unknown_fallback_step(tmp_path):
      "13: compile.inductor: invalid value 'cpp' (expected one of: triton, none)"),
     ("  warn: once", "  warn: onse", "9: fallback.warn: invalid value 'onse' (did you mean 'once'? expected one of: once, always, never)"),
     ("  integration: privateuse1", "  integration: nativ",
-     "16: chip.integration: invalid value 'nativ' (did you mean 'native'? expected one of: privateuse1, native)"),
+     "16: chip.integration: invalid value 'nativ' (did you mean 'native'? expected one of: privateuse1, native, composite)"),
     ("    not_ready: 6", "    not_ready: 99999999999", "16: driver.status.not_ready: 99999999999 is out of range (must be <= 2147483647)"),
     ("  libraries:\n    - libsimnpu_runtime.so", "  libraries: []", "14: driver.libraries: must not be empty"),
     ("  warn: once", "  warn: once\n  on: 1", "3: fallback: mapping key must be a string, not bool true"),

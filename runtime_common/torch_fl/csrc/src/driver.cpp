@@ -32,8 +32,6 @@ std::string decode_version(int code, const torch_fl::DriverDescription& d) {
   return out.str();
 }
 
-std::mutex load_mutex;
-
 }  // namespace
 
 Driver& Driver::instance() {
@@ -52,21 +50,26 @@ void Driver::configure_composite(DriverDescription description, std::function<Dr
 }
 
 namespace {
-std::vector<Driver*> members_of_composite;
+// Made on first use: the generated driver.cpp fills it during static initialisation, which may
+// run before this file's.
+std::vector<Driver*>& members_of_composite() {
+  static auto* members = new std::vector<Driver*>();
+  return *members;
+}
 }  // namespace
 
-const std::vector<Driver*>& member_drivers() { return members_of_composite; }
+const std::vector<Driver*>& member_drivers() { return members_of_composite(); }
 
 void configure_composite_driver(DriverDescription composite, std::vector<CompositeMember> members) {
   for (auto& member : members) {
     auto* driver = new Driver();  // never destroyed, as the process's own
     driver->configure(std::move(member.description), member.bind_hooks(driver->mutable_api()));
-    members_of_composite.push_back(driver);
+    members_of_composite().push_back(driver);
   }
   const int version_code = composite.built_version_code;
   Driver::instance().configure_composite(std::move(composite), [version_code] {
     std::vector<MuxMember> loaded;
-    for (Driver* member : members_of_composite) {
+    for (Driver* member : members_of_composite()) {
       member->ensure_loaded();  // its error names the member's chip and spec
       int devices = 0;
       const int status = member->mutable_api().device_count(&devices);
@@ -122,7 +125,7 @@ void* open_library(const std::string& library, const std::vector<std::string>& f
 void Driver::ensure_loaded() {
   if (C10_UNLIKELY(forked_)) raise_bad_fork();
   if (loaded_) return;
-  std::lock_guard<std::mutex> lock(load_mutex);
+  std::lock_guard<std::mutex> lock(load_mutex_);  // per driver: a composite loads its members inside
   if (loaded_) return;
   if (!load_error_.empty()) TORCH_CHECK(false, load_error_);
   TORCH_CHECK(!hooks_.empty() || composite_load_, "torch_fl: no driver was configured for this backend");

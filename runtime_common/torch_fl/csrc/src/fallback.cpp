@@ -356,7 +356,8 @@ void vendor_declined(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.schema().operator_name();
   const std::string key = op_key(name);
   const auto route = policy.routes.find(key);
-  if (route != policy.routes.end() && !route->second.chain.empty() && route->second.chain.front() == "triton") {
+  const auto& chain = route != policy.routes.end() ? route->second.chain : policy.default_chain;
+  if (!chain.empty() && chain.front() == "triton") {
     // Looked up per call: the Triton kernels register after the extension loads, and only
     // where Triton is available. A declined dtype is the uncommon case.
     std::string mirror = key;

@@ -3,6 +3,7 @@
 #include <torch_fl/caching_allocator.h>
 #include <torch_fl/collectives.h>
 #include <torch_fl/driver.h>
+#include <torch_fl/driver_mux.h>
 #include <torch_fl/fallback.h>
 #include <torch_fl/rng.h>
 #include <torch_fl/host_allocator.h>
@@ -272,6 +273,12 @@ void bind_backend(py::module_& m) {
     return stats;
   });
   m.def("_missing_kernel_ops", [] { return missing_kernel_ops(); });
+  // A composite backend's members (torch_fl/driver_mux.h); a single chip is its own one member.
+  m.def("_member_of", [](int device) {
+    Driver::instance().ensure_loaded();
+    return mux_member_of(device);
+  });
+  m.def("_member_count", [] { return Driver::instance().composite() ? static_cast<int>(member_drivers().size()) : 1; });
   m.def("_set_triton_status", [](const std::string& status) { set_triton_status(status); });
   m.def("reset_fallback_stats", [] { reset_fallback_stats(); });
   m.def("set_strict_fallback", [](bool value) { set_strict(value); });

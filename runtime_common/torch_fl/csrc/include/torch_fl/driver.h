@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstddef>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -131,6 +132,7 @@ class Driver {
   DriverDescription description_;
   std::vector<HookBinding> hooks_;
   std::function<DriverApi()> composite_load_;
+  std::mutex load_mutex_;
   std::atomic<bool> loaded_{false};
   std::atomic<bool> forked_{false};
   static void mark_forked();
