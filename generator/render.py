@@ -156,11 +156,16 @@ class VendorWrapper:
     declined: str = ""   # the statement a declined dtype runs: the op's chain, or the located error
 
 
-def _guard(op: OpEntry) -> str | None:
-    """`torch_fl::kernel_device(...)` of the op's tensors, the written ones first (an out= or
-    in-place self decides where the result lives), or None for an op without tensors."""
+def _device_tensors(op: OpEntry) -> list[str]:
+    """The op's tensor arguments in the order their device decides where it runs: the written
+    ones first (an out= or in-place self holds the result), then the read ones and lists."""
     args = op.signature.arguments
-    tensors = [a.name for a in args if a.writes_tensor] + [a.name for a in args if a.reads_tensor or a.lists_tensors]
+    return [a.name for a in args if a.writes_tensor] + [a.name for a in args if a.reads_tensor or a.lists_tensors]
+
+
+def _guard(op: OpEntry) -> str | None:
+    """`torch_fl::kernel_device(...)` of the op's tensors, or None for an op without tensors."""
+    tensors = _device_tensors(op)
     if not tensors:
         return None
     return cpp_call("torch_fl::kernel_device", tensors, before="  const c10::OptionalDeviceGuard guard(",
@@ -415,12 +420,11 @@ def composite_routers(members: list[dict]) -> list[Router]:
 
 
 def _device_expression(wrapper: VendorWrapper) -> str:
-    """The device a call runs on: its first tensor's, a tensor list's first tensor's, or none
-    (the current device's)."""
-    if wrapper.guard_arg is not None:
-        return f"at::device_of({wrapper.guard_arg})"
-    listed = next((a.name for a in wrapper.op.signature.arguments if "TensorList" in a.cpp_type), None)
-    return f"first_device({listed})" if listed else "std::nullopt"
+    """The device a call runs on: that of its first tensor on the chip (torch_fl::kernel_device),
+    or none (the current device's)."""
+    tensors = _device_tensors(wrapper.op)
+    return cpp_call("torch_fl::kernel_device", tensors, before="  switch (member_of(", indent="  ") \
+        if tensors else "std::nullopt"
 
 
 def render_composite(spec: CompositeSpec, output_dir: Path) -> dict[str, str]:

@@ -95,21 +95,13 @@ int member_of(const std::optional<c10::Device>& device) {
   return torch_fl::mux_member_of(device && device->is_privateuseone() ? device->index() : torch_fl::current_device());
 }
 
-// A tensor list's first tensor's device.
-std::optional<c10::Device> first_device(const at::ITensorListRef& tensors) {
-  for (const at::Tensor& t : tensors) {
-    if (t.defined()) return t.device();
-  }
-  return std::nullopt;
-}
-
 namespace member_npu {
 
 // add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
 at::Tensor add_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("add.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::add(
         torch_fl::StreamArg::current(),
@@ -127,7 +119,7 @@ at::Tensor & add__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
   static torch_fl::PathCounter counter("add_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "add_.Tensor");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::add_(
         torch_fl::StreamArg::current(),
@@ -144,7 +136,7 @@ at::Tensor & add__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
 at::Tensor sub_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("sub.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::sub(
         torch_fl::StreamArg::current(),
@@ -162,7 +154,7 @@ at::Tensor & sub__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
   static torch_fl::PathCounter counter("sub_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "sub_.Tensor");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::sub_(
         torch_fl::StreamArg::current(),
@@ -179,7 +171,7 @@ at::Tensor & sub__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
 at::Tensor mul_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("mul.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::mul(
         torch_fl::StreamArg::current(),
@@ -196,7 +188,7 @@ at::Tensor & mul__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("mul_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "mul_.Tensor");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::mul_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other));
   } catch (const c10::Error& error) {
@@ -209,7 +201,7 @@ at::Tensor & mul__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
 at::Tensor div_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("div.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::div(
         torch_fl::StreamArg::current(),
@@ -226,7 +218,7 @@ at::Tensor & div__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("div_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "div_.Tensor");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simnpu::ops::div_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other));
   } catch (const c10::Error& error) {
@@ -244,7 +236,7 @@ at::Tensor & add_out_vendor(
   static torch_fl::PathCounter counter("add.out", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(out, "add.out");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(out, self, other));
   try {
     return simnpu::ops::add_out(
         torch_fl::StreamArg::current(),
@@ -267,7 +259,7 @@ at::Tensor & sub_out_vendor(
   static torch_fl::PathCounter counter("sub.out", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(out, "sub.out");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(out, self, other));
   try {
     return simnpu::ops::sub_out(
         torch_fl::StreamArg::current(),
@@ -286,7 +278,7 @@ at::Tensor & mul_out_vendor(const at::Tensor & self, const at::Tensor & other, a
   static torch_fl::PathCounter counter("mul.out", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(out, "mul.out");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(out, self, other));
   try {
     return simnpu::ops::mul_out(
         torch_fl::StreamArg::current(),
@@ -304,7 +296,7 @@ at::Tensor & div_out_vendor(const at::Tensor & self, const at::Tensor & other, a
   static torch_fl::PathCounter counter("div.out", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(out, "div.out");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(out, self, other));
   try {
     return simnpu::ops::div_out(
         torch_fl::StreamArg::current(),
@@ -321,7 +313,7 @@ at::Tensor & div_out_vendor(const at::Tensor & self, const at::Tensor & other, a
 at::Tensor relu_vendor(const at::Tensor & self) {
   static torch_fl::PathCounter counter("relu", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::relu(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self));
   } catch (const c10::Error& error) {
@@ -335,7 +327,7 @@ at::Tensor & relu__vendor(at::Tensor & self) {
   static torch_fl::PathCounter counter("relu_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "relu_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::relu_(torch_fl::StreamArg::current(), self);
   } catch (const c10::Error& error) {
@@ -351,7 +343,7 @@ at::Tensor threshold_backward_vendor(
     const at::Scalar & threshold) {
   static torch_fl::PathCounter counter("threshold_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, self));
   try {
     return simnpu::ops::threshold_backward(
         torch_fl::StreamArg::current(),
@@ -380,7 +372,7 @@ at::Tensor mm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   }
   static torch_fl::PathCounter counter("mm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, mat2));
   try {
     return simnpu::ops::mm(
         torch_fl::StreamArg::current(),
@@ -401,7 +393,7 @@ at::Tensor addmm_vendor(
     const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("addmm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, mat1, mat2));
   try {
     return simnpu::ops::addmm(
         torch_fl::StreamArg::current(),
@@ -448,7 +440,7 @@ at::Tensor convolution_vendor(
   }
   static torch_fl::PathCounter counter("convolution", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(input, weight, bias));
   try {
     return simnpu::ops::convolution(
         torch_fl::StreamArg::current(),
@@ -503,7 +495,7 @@ at::Tensor convolution_vendor(
   }
   static torch_fl::PathCounter counter("convolution_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, input, weight));
   try {
     return simnpu::ops::convolution_backward(
         torch_fl::StreamArg::current(),
@@ -534,7 +526,7 @@ at::Tensor convolution_vendor(
     bool ceil_mode) {
   static torch_fl::PathCounter counter("max_pool2d_with_indices", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::max_pool2d_with_indices(
         torch_fl::StreamArg::current(),
@@ -562,7 +554,7 @@ at::Tensor max_pool2d_with_indices_backward_vendor(
     const at::Tensor & indices) {
   static torch_fl::PathCounter counter("max_pool2d_with_indices_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, self, indices));
   try {
     return simnpu::ops::max_pool2d_with_indices_backward(
         torch_fl::StreamArg::current(),
@@ -584,7 +576,7 @@ at::Tensor max_pool2d_with_indices_backward_vendor(
 at::Tensor _adaptive_avg_pool2d_vendor(const at::Tensor & self, at::IntArrayRef output_size) {
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::adaptive_avg_pool2d(
         torch_fl::StreamArg::current(),
@@ -600,7 +592,7 @@ at::Tensor _adaptive_avg_pool2d_vendor(const at::Tensor & self, at::IntArrayRef 
 at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, const at::Tensor & self) {
   static torch_fl::PathCounter counter("_adaptive_avg_pool2d_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, self));
   try {
     return simnpu::ops::adaptive_avg_pool2d_backward(
         torch_fl::StreamArg::current(),
@@ -624,7 +616,12 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
     double eps) {
   static torch_fl::PathCounter counter("native_batch_norm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(
+      input,
+      weight,
+      bias,
+      running_mean,
+      running_var));
   try {
     return simnpu::ops::batch_norm(
         torch_fl::StreamArg::current(),
@@ -656,7 +653,14 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
     ::std::array<bool,3> output_mask) {
   static torch_fl::PathCounter counter("native_batch_norm_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(
+      grad_out,
+      input,
+      weight,
+      running_mean,
+      running_var,
+      save_mean,
+      save_invstd));
   try {
     return simnpu::ops::batch_norm_backward(
         torch_fl::StreamArg::current(),
@@ -680,7 +684,7 @@ at::Tensor _adaptive_avg_pool2d_backward_vendor(const at::Tensor & grad_output, 
 at::Tensor _log_softmax_vendor(const at::Tensor & self, int64_t dim, bool half_to_float) {
   static torch_fl::PathCounter counter("_log_softmax", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::log_softmax(
         torch_fl::StreamArg::current(),
@@ -701,7 +705,7 @@ at::Tensor _log_softmax_backward_data_vendor(
     at::ScalarType input_dtype) {
   static torch_fl::PathCounter counter("_log_softmax_backward_data", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, output));
   try {
     return simnpu::ops::log_softmax_backward(
         torch_fl::StreamArg::current(),
@@ -724,7 +728,7 @@ at::Tensor _log_softmax_backward_data_vendor(
     int64_t ignore_index) {
   static torch_fl::PathCounter counter("nll_loss_forward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, target, weight));
   try {
     return simnpu::ops::nll_loss_forward(
         torch_fl::StreamArg::current(),
@@ -750,7 +754,12 @@ at::Tensor nll_loss_backward_vendor(
     const at::Tensor & total_weight) {
   static torch_fl::PathCounter counter("nll_loss_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(
+      grad_output,
+      self,
+      target,
+      weight,
+      total_weight));
   try {
     return simnpu::ops::nll_loss_backward(
         torch_fl::StreamArg::current(),
@@ -775,7 +784,7 @@ at::Tensor sum_dim_IntList_vendor(
     ::std::optional<at::ScalarType> dtype) {
   static torch_fl::PathCounter counter("sum.dim_IntList", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::sum(
         torch_fl::StreamArg::current(),
@@ -797,7 +806,7 @@ at::Tensor mean_dim_vendor(
     ::std::optional<at::ScalarType> dtype) {
   static torch_fl::PathCounter counter("mean.dim", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::mean(
         torch_fl::StreamArg::current(),
@@ -816,7 +825,7 @@ at::Tensor & fill__Scalar_vendor(at::Tensor & self, const at::Scalar & value) {
   static torch_fl::PathCounter counter("fill_.Scalar", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "fill_.Scalar");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::fill_(torch_fl::StreamArg::current(), self, value);
   } catch (const c10::Error& error) {
@@ -830,7 +839,7 @@ at::Tensor & zero__vendor(at::Tensor & self) {
   static torch_fl::PathCounter counter("zero_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "zero_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::zero_(torch_fl::StreamArg::current(), self);
   } catch (const c10::Error& error) {
@@ -844,7 +853,7 @@ at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_bl
   static torch_fl::PathCounter counter("copy_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "copy_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, src));
   try {
     return simnpu::ops::copy_(
         torch_fl::StreamArg::current(),
@@ -861,6 +870,7 @@ at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_bl
 at::Tensor cat_vendor(const at::ITensorListRef & tensors, int64_t dim) {
   static torch_fl::PathCounter counter("cat", torch_fl::FallbackPath::vendor);
   counter.hit();
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(tensors));
   try {
     return simnpu::ops::cat(torch_fl::StreamArg::current(), tensors, dim);
   } catch (const c10::Error& error) {
@@ -878,7 +888,7 @@ at::Tensor & normal__vendor(
   static torch_fl::PathCounter counter("normal_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "normal_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::normal_(torch_fl::StreamArg::current(), self, mean, std, generator);
   } catch (const c10::Error& error) {
@@ -896,7 +906,7 @@ at::Tensor & uniform__vendor(
   static torch_fl::PathCounter counter("uniform_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "uniform_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::uniform_(torch_fl::StreamArg::current(), self, from, to, generator);
   } catch (const c10::Error& error) {
@@ -910,7 +920,7 @@ at::Tensor & random__vendor(at::Tensor & self, ::std::optional<at::Generator> ge
   static torch_fl::PathCounter counter("random_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "random_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::random_(torch_fl::StreamArg::current(), self, generator);
   } catch (const c10::Error& error) {
@@ -928,7 +938,7 @@ at::Tensor & random__from_vendor(
   static torch_fl::PathCounter counter("random_.from", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "random_.from");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::random_from(torch_fl::StreamArg::current(), self, from, to, generator);
   } catch (const c10::Error& error) {
@@ -942,7 +952,7 @@ at::Tensor & random__to_vendor(at::Tensor & self, int64_t to, ::std::optional<at
   static torch_fl::PathCounter counter("random_.to", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "random_.to");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simnpu::ops::random_to(torch_fl::StreamArg::current(), self, to, generator);
   } catch (const c10::Error& error) {
@@ -959,7 +969,7 @@ at::Tensor & randperm_generator_out_vendor(
   static torch_fl::PathCounter counter("randperm.generator_out", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(out, "randperm.generator_out");
-  const c10::OptionalDeviceGuard guard(at::device_of(out));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(out));
   try {
     return simnpu::ops::randperm_out(torch_fl::StreamArg::current(), n, generator, out);
   } catch (const c10::Error& error) {
@@ -976,7 +986,7 @@ namespace member_vpu {
 at::Tensor add_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("add.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simvpu::ops::add(
         torch_fl::StreamArg::current(),
@@ -994,7 +1004,7 @@ at::Tensor & add__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
   static torch_fl::PathCounter counter("add_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "add_.Tensor");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simvpu::ops::add_(
         torch_fl::StreamArg::current(),
@@ -1011,7 +1021,7 @@ at::Tensor & add__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
 at::Tensor sub_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("sub.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simvpu::ops::sub(
         torch_fl::StreamArg::current(),
@@ -1028,7 +1038,7 @@ at::Tensor sub_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, 
 at::Tensor mul_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("mul.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simvpu::ops::mul(
         torch_fl::StreamArg::current(),
@@ -1045,7 +1055,7 @@ at::Tensor & mul__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("mul_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "mul_.Tensor");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simvpu::ops::mul_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other));
   } catch (const c10::Error& error) {
@@ -1058,7 +1068,7 @@ at::Tensor & mul__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
 at::Tensor div_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("div.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simvpu::ops::div(
         torch_fl::StreamArg::current(),
@@ -1074,7 +1084,7 @@ at::Tensor div_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) 
 at::Tensor relu_vendor(const at::Tensor & self) {
   static torch_fl::PathCounter counter("relu", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simvpu::ops::relu(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self));
   } catch (const c10::Error& error) {
@@ -1090,7 +1100,7 @@ at::Tensor threshold_backward_vendor(
     const at::Scalar & threshold) {
   static torch_fl::PathCounter counter("threshold_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, self));
   try {
     return simvpu::ops::threshold_backward(
         torch_fl::StreamArg::current(),
@@ -1107,7 +1117,7 @@ at::Tensor threshold_backward_vendor(
 at::Tensor mm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   static torch_fl::PathCounter counter("mm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, mat2));
   try {
     return simvpu::ops::mm(
         torch_fl::StreamArg::current(),
@@ -1128,7 +1138,7 @@ at::Tensor addmm_vendor(
     const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("addmm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, mat1, mat2));
   try {
     return simvpu::ops::addmm(
         torch_fl::StreamArg::current(),
@@ -1147,7 +1157,7 @@ at::Tensor addmm_vendor(
 at::Tensor _log_softmax_vendor(const at::Tensor & self, int64_t dim, bool half_to_float) {
   static torch_fl::PathCounter counter("_log_softmax", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simvpu::ops::log_softmax(
         torch_fl::StreamArg::current(),
@@ -1168,7 +1178,7 @@ at::Tensor _log_softmax_backward_data_vendor(
     at::ScalarType input_dtype) {
   static torch_fl::PathCounter counter("_log_softmax_backward_data", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, output));
   try {
     return simvpu::ops::log_softmax_backward(
         torch_fl::StreamArg::current(),
@@ -1191,7 +1201,7 @@ at::Tensor _log_softmax_backward_data_vendor(
     int64_t ignore_index) {
   static torch_fl::PathCounter counter("nll_loss_forward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, target, weight));
   try {
     return simvpu::ops::nll_loss_forward(
         torch_fl::StreamArg::current(),
@@ -1217,7 +1227,12 @@ at::Tensor nll_loss_backward_vendor(
     const at::Tensor & total_weight) {
   static torch_fl::PathCounter counter("nll_loss_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(
+      grad_output,
+      self,
+      target,
+      weight,
+      total_weight));
   try {
     return simvpu::ops::nll_loss_backward(
         torch_fl::StreamArg::current(),
@@ -1242,7 +1257,7 @@ at::Tensor sum_dim_IntList_vendor(
     ::std::optional<at::ScalarType> dtype) {
   static torch_fl::PathCounter counter("sum.dim_IntList", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simvpu::ops::sum(
         torch_fl::StreamArg::current(),
@@ -1264,7 +1279,7 @@ at::Tensor mean_dim_vendor(
     ::std::optional<at::ScalarType> dtype) {
   static torch_fl::PathCounter counter("mean.dim", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simvpu::ops::mean(
         torch_fl::StreamArg::current(),
@@ -1283,7 +1298,7 @@ at::Tensor & fill__Scalar_vendor(at::Tensor & self, const at::Scalar & value) {
   static torch_fl::PathCounter counter("fill_.Scalar", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "fill_.Scalar");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simvpu::ops::fill_(torch_fl::StreamArg::current(), self, value);
   } catch (const c10::Error& error) {
@@ -1297,7 +1312,7 @@ at::Tensor & zero__vendor(at::Tensor & self) {
   static torch_fl::PathCounter counter("zero_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "zero_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simvpu::ops::zero_(torch_fl::StreamArg::current(), self);
   } catch (const c10::Error& error) {
@@ -1311,7 +1326,7 @@ at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_bl
   static torch_fl::PathCounter counter("copy_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "copy_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, src));
   try {
     return simvpu::ops::copy_(
         torch_fl::StreamArg::current(),
@@ -1328,6 +1343,7 @@ at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_bl
 at::Tensor cat_vendor(const at::ITensorListRef & tensors, int64_t dim) {
   static torch_fl::PathCounter counter("cat", torch_fl::FallbackPath::vendor);
   counter.hit();
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(tensors));
   try {
     return simvpu::ops::cat(torch_fl::StreamArg::current(), tensors, dim);
   } catch (const c10::Error& error) {
@@ -1340,7 +1356,7 @@ at::Tensor cat_vendor(const at::ITensorListRef & tensors, int64_t dim) {
 
 // _adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor: npu
 at::Tensor _adaptive_avg_pool2d_router(const at::Tensor & self, at::IntArrayRef output_size) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self))) {
     case 0:
       if (&simnpu::ops::adaptive_avg_pool2d != nullptr) return member_npu::_adaptive_avg_pool2d_vendor(self, output_size);
       break;
@@ -1354,7 +1370,7 @@ at::Tensor _adaptive_avg_pool2d_router(const at::Tensor & self, at::IntArrayRef 
 
 // _adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor: npu
 at::Tensor _adaptive_avg_pool2d_backward_router(const at::Tensor & grad_output, const at::Tensor & self) {
-  switch (member_of(at::device_of(grad_output))) {
+  switch (member_of(torch_fl::kernel_device(grad_output, self))) {
     case 0:
       if (&simnpu::ops::adaptive_avg_pool2d_backward != nullptr) return member_npu::_adaptive_avg_pool2d_backward_vendor(grad_output, self);
       break;
@@ -1368,7 +1384,7 @@ at::Tensor _adaptive_avg_pool2d_backward_router(const at::Tensor & grad_output, 
 
 // _log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor: npu, vpu
 at::Tensor _log_softmax_router(const at::Tensor & self, int64_t dim, bool half_to_float) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self))) {
     case 0:
       if (&simnpu::ops::log_softmax != nullptr) return member_npu::_log_softmax_vendor(self, dim, half_to_float);
       break;
@@ -1390,7 +1406,7 @@ at::Tensor _log_softmax_backward_data_router(
     const at::Tensor & output,
     int64_t dim,
     at::ScalarType input_dtype) {
-  switch (member_of(at::device_of(grad_output))) {
+  switch (member_of(torch_fl::kernel_device(grad_output, output))) {
     case 0:
       if (&simnpu::ops::log_softmax_backward != nullptr) return member_npu::_log_softmax_backward_data_vendor(grad_output, output, dim, input_dtype);
       break;
@@ -1409,7 +1425,7 @@ at::Tensor _log_softmax_backward_data_router(
 
 // add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor: npu, vpu
 at::Tensor add_Tensor_router(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self, other))) {
     case 0:
       if (&simnpu::ops::add != nullptr) return member_npu::add_Tensor_vendor(self, other, alpha);
       break;
@@ -1431,7 +1447,7 @@ at::Tensor & add_out_router(
     const at::Tensor & other,
     const at::Scalar & alpha,
     at::Tensor & out) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(out, self, other))) {
     case 0:
       if (&simnpu::ops::add_out != nullptr) return member_npu::add_out_vendor(self, other, alpha, out);
       break;
@@ -1447,7 +1463,7 @@ at::Tensor & add_out_router(
 
 // add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!): npu, vpu
 at::Tensor & add__Tensor_router(at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self, other))) {
     case 0:
       if (&simnpu::ops::add_ != nullptr) return member_npu::add__Tensor_vendor(self, other, alpha);
       break;
@@ -1470,7 +1486,7 @@ at::Tensor addmm_router(
     const at::Tensor & mat2,
     const at::Scalar & beta,
     const at::Scalar & alpha) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self, mat1, mat2))) {
     case 0:
       if (&simnpu::ops::addmm != nullptr) return member_npu::addmm_vendor(self, mat1, mat2, beta, alpha);
       break;
@@ -1490,7 +1506,7 @@ at::Tensor addmm_router(
 
 // cat(Tensor[] tensors, int dim=0) -> Tensor: npu, vpu
 at::Tensor cat_router(const at::ITensorListRef & tensors, int64_t dim) {
-  switch (member_of(first_device(tensors))) {
+  switch (member_of(torch_fl::kernel_device(tensors))) {
     case 0:
       if (&simnpu::ops::cat != nullptr) return member_npu::cat_vendor(tensors, dim);
       break;
@@ -1514,7 +1530,7 @@ at::Tensor convolution_router(
     bool transposed,
     at::IntArrayRef output_padding,
     int64_t groups) {
-  switch (member_of(at::device_of(input))) {
+  switch (member_of(torch_fl::kernel_device(input, weight, bias))) {
     case 0:
       if (&simnpu::ops::convolution != nullptr) return member_npu::convolution_vendor(
             input,
@@ -1555,7 +1571,7 @@ at::Tensor convolution_router(
     at::IntArrayRef output_padding,
     int64_t groups,
     ::std::array<bool,3> output_mask) {
-  switch (member_of(at::device_of(grad_output))) {
+  switch (member_of(torch_fl::kernel_device(grad_output, input, weight))) {
     case 0:
       if (&simnpu::ops::convolution_backward != nullptr) return member_npu::convolution_backward_vendor(
             grad_output,
@@ -1589,7 +1605,7 @@ at::Tensor convolution_router(
 
 // copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!): npu, vpu
 at::Tensor & copy__router(at::Tensor & self, const at::Tensor & src, bool non_blocking) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self, src))) {
     case 0:
       if (&simnpu::ops::copy_ != nullptr) return member_npu::copy__vendor(self, src, non_blocking);
       break;
@@ -1607,7 +1623,7 @@ at::Tensor & copy__router(at::Tensor & self, const at::Tensor & src, bool non_bl
 
 // div.Tensor(Tensor self, Tensor other) -> Tensor: npu, vpu
 at::Tensor div_Tensor_router(const at::Tensor & self, const at::Tensor & other) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self, other))) {
     case 0:
       if (&simnpu::ops::div != nullptr) return member_npu::div_Tensor_vendor(self, other);
       break;
@@ -1622,7 +1638,7 @@ at::Tensor div_Tensor_router(const at::Tensor & self, const at::Tensor & other) 
 
 // div.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!): npu
 at::Tensor & div_out_router(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(out, self, other))) {
     case 0:
       if (&simnpu::ops::div_out != nullptr) return member_npu::div_out_vendor(self, other, out);
       break;
@@ -1634,7 +1650,7 @@ at::Tensor & div_out_router(const at::Tensor & self, const at::Tensor & other, a
 
 // div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!): npu
 at::Tensor & div__Tensor_router(at::Tensor & self, const at::Tensor & other) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self, other))) {
     case 0:
       if (&simnpu::ops::div_ != nullptr) return member_npu::div__Tensor_vendor(self, other);
       break;
@@ -1646,7 +1662,7 @@ at::Tensor & div__Tensor_router(at::Tensor & self, const at::Tensor & other) {
 
 // fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!): npu, vpu
 at::Tensor & fill__Scalar_router(at::Tensor & self, const at::Scalar & value) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self))) {
     case 0:
       if (&simnpu::ops::fill_ != nullptr) return member_npu::fill__Scalar_vendor(self, value);
       break;
@@ -1667,7 +1683,7 @@ at::Tensor & fill__Scalar_router(at::Tensor & self, const at::Scalar & value) {
     at::IntArrayRef padding,
     at::IntArrayRef dilation,
     bool ceil_mode) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self))) {
     case 0:
       if (&simnpu::ops::max_pool2d_with_indices != nullptr) return member_npu::max_pool2d_with_indices_vendor(
             self,
@@ -1699,7 +1715,7 @@ at::Tensor max_pool2d_with_indices_backward_router(
     at::IntArrayRef dilation,
     bool ceil_mode,
     const at::Tensor & indices) {
-  switch (member_of(at::device_of(grad_output))) {
+  switch (member_of(torch_fl::kernel_device(grad_output, self, indices))) {
     case 0:
       if (&simnpu::ops::max_pool2d_with_indices_backward != nullptr) return member_npu::max_pool2d_with_indices_backward_vendor(
             grad_output,
@@ -1731,7 +1747,7 @@ at::Tensor mean_dim_router(
     at::OptionalIntArrayRef dim,
     bool keepdim,
     ::std::optional<at::ScalarType> dtype) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self))) {
     case 0:
       if (&simnpu::ops::mean != nullptr) return member_npu::mean_dim_vendor(self, dim, keepdim, dtype);
       break;
@@ -1750,7 +1766,7 @@ at::Tensor mean_dim_router(
 
 // mm(Tensor self, Tensor mat2) -> Tensor: npu, vpu
 at::Tensor mm_router(const at::Tensor & self, const at::Tensor & mat2) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self, mat2))) {
     case 0:
       if (&simnpu::ops::mm != nullptr) return member_npu::mm_vendor(self, mat2);
       break;
@@ -1765,7 +1781,7 @@ at::Tensor mm_router(const at::Tensor & self, const at::Tensor & mat2) {
 
 // mul.Tensor(Tensor self, Tensor other) -> Tensor: npu, vpu
 at::Tensor mul_Tensor_router(const at::Tensor & self, const at::Tensor & other) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self, other))) {
     case 0:
       if (&simnpu::ops::mul != nullptr) return member_npu::mul_Tensor_vendor(self, other);
       break;
@@ -1780,7 +1796,7 @@ at::Tensor mul_Tensor_router(const at::Tensor & self, const at::Tensor & other) 
 
 // mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!): npu
 at::Tensor & mul_out_router(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(out, self, other))) {
     case 0:
       if (&simnpu::ops::mul_out != nullptr) return member_npu::mul_out_vendor(self, other, out);
       break;
@@ -1792,7 +1808,7 @@ at::Tensor & mul_out_router(const at::Tensor & self, const at::Tensor & other, a
 
 // mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!): npu, vpu
 at::Tensor & mul__Tensor_router(at::Tensor & self, const at::Tensor & other) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self, other))) {
     case 0:
       if (&simnpu::ops::mul_ != nullptr) return member_npu::mul__Tensor_vendor(self, other);
       break;
@@ -1815,7 +1831,7 @@ at::Tensor & mul__Tensor_router(at::Tensor & self, const at::Tensor & other) {
     bool training,
     double momentum,
     double eps) {
-  switch (member_of(at::device_of(input))) {
+  switch (member_of(torch_fl::kernel_device(input, weight, bias, running_mean, running_var))) {
     case 0:
       if (&simnpu::ops::batch_norm != nullptr) return member_npu::native_batch_norm_vendor(
             input,
@@ -1853,7 +1869,14 @@ at::Tensor & mul__Tensor_router(at::Tensor & self, const at::Tensor & other) {
     bool train,
     double eps,
     ::std::array<bool,3> output_mask) {
-  switch (member_of(at::device_of(grad_out))) {
+  switch (member_of(torch_fl::kernel_device(
+      grad_out,
+      input,
+      weight,
+      running_mean,
+      running_var,
+      save_mean,
+      save_invstd))) {
     case 0:
       if (&simnpu::ops::batch_norm_backward != nullptr) return member_npu::native_batch_norm_backward_vendor(
             grad_out,
@@ -1892,7 +1915,7 @@ at::Tensor nll_loss_backward_router(
     int64_t reduction,
     int64_t ignore_index,
     const at::Tensor & total_weight) {
-  switch (member_of(at::device_of(grad_output))) {
+  switch (member_of(torch_fl::kernel_device(grad_output, self, target, weight, total_weight))) {
     case 0:
       if (&simnpu::ops::nll_loss_backward != nullptr) return member_npu::nll_loss_backward_vendor(
             grad_output,
@@ -1933,7 +1956,7 @@ at::Tensor nll_loss_backward_router(
     const ::std::optional<at::Tensor> & weight,
     int64_t reduction,
     int64_t ignore_index) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self, target, weight))) {
     case 0:
       if (&simnpu::ops::nll_loss_forward != nullptr) return member_npu::nll_loss_forward_vendor(self, target, weight, reduction, ignore_index);
       break;
@@ -1957,7 +1980,7 @@ at::Tensor & normal__router(
     double mean,
     double std,
     ::std::optional<at::Generator> generator) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self))) {
     case 0:
       if (&simnpu::ops::normal_ != nullptr) return member_npu::normal__vendor(self, mean, std, generator);
       break;
@@ -1973,7 +1996,7 @@ at::Tensor & normal__router(
 
 // random_(Tensor(a!) self, *, Generator? generator=None) -> Tensor(a!): npu
 at::Tensor & random__router(at::Tensor & self, ::std::optional<at::Generator> generator) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self))) {
     case 0:
       if (&simnpu::ops::random_ != nullptr) return member_npu::random__vendor(self, generator);
       break;
@@ -1989,7 +2012,7 @@ at::Tensor & random__from_router(
     int64_t from,
     ::std::optional<int64_t> to,
     ::std::optional<at::Generator> generator) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self))) {
     case 0:
       if (&simnpu::ops::random_from != nullptr) return member_npu::random__from_vendor(self, from, to, generator);
       break;
@@ -2005,7 +2028,7 @@ at::Tensor & random__from_router(
 
 // random_.to(Tensor(a!) self, int to, *, Generator? generator=None) -> Tensor(a!): npu
 at::Tensor & random__to_router(at::Tensor & self, int64_t to, ::std::optional<at::Generator> generator) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self))) {
     case 0:
       if (&simnpu::ops::random_to != nullptr) return member_npu::random__to_vendor(self, to, generator);
       break;
@@ -2023,7 +2046,7 @@ at::Tensor & randperm_generator_out_router(
     int64_t n,
     ::std::optional<at::Generator> generator,
     at::Tensor & out) {
-  switch (member_of(at::device_of(out))) {
+  switch (member_of(torch_fl::kernel_device(out))) {
     case 0:
       if (&simnpu::ops::randperm_out != nullptr) return member_npu::randperm_generator_out_vendor(n, generator, out);
       break;
@@ -2038,7 +2061,7 @@ at::Tensor & randperm_generator_out_router(
 
 // relu(Tensor self) -> Tensor: npu, vpu
 at::Tensor relu_router(const at::Tensor & self) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self))) {
     case 0:
       if (&simnpu::ops::relu != nullptr) return member_npu::relu_vendor(self);
       break;
@@ -2053,7 +2076,7 @@ at::Tensor relu_router(const at::Tensor & self) {
 
 // relu_(Tensor(a!) self) -> Tensor(a!): npu
 at::Tensor & relu__router(at::Tensor & self) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self))) {
     case 0:
       if (&simnpu::ops::relu_ != nullptr) return member_npu::relu__vendor(self);
       break;
@@ -2065,7 +2088,7 @@ at::Tensor & relu__router(at::Tensor & self) {
 
 // sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor: npu, vpu
 at::Tensor sub_Tensor_router(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self, other))) {
     case 0:
       if (&simnpu::ops::sub != nullptr) return member_npu::sub_Tensor_vendor(self, other, alpha);
       break;
@@ -2087,7 +2110,7 @@ at::Tensor & sub_out_router(
     const at::Tensor & other,
     const at::Scalar & alpha,
     at::Tensor & out) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(out, self, other))) {
     case 0:
       if (&simnpu::ops::sub_out != nullptr) return member_npu::sub_out_vendor(self, other, alpha, out);
       break;
@@ -2103,7 +2126,7 @@ at::Tensor & sub_out_router(
 
 // sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!): npu
 at::Tensor & sub__Tensor_router(at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self, other))) {
     case 0:
       if (&simnpu::ops::sub_ != nullptr) return member_npu::sub__Tensor_vendor(self, other, alpha);
       break;
@@ -2122,7 +2145,7 @@ at::Tensor sum_dim_IntList_router(
     at::OptionalIntArrayRef dim,
     bool keepdim,
     ::std::optional<at::ScalarType> dtype) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self))) {
     case 0:
       if (&simnpu::ops::sum != nullptr) return member_npu::sum_dim_IntList_vendor(self, dim, keepdim, dtype);
       break;
@@ -2144,7 +2167,7 @@ at::Tensor threshold_backward_router(
     const at::Tensor & grad_output,
     const at::Tensor & self,
     const at::Scalar & threshold) {
-  switch (member_of(at::device_of(grad_output))) {
+  switch (member_of(torch_fl::kernel_device(grad_output, self))) {
     case 0:
       if (&simnpu::ops::threshold_backward != nullptr) return member_npu::threshold_backward_vendor(grad_output, self, threshold);
       break;
@@ -2166,7 +2189,7 @@ at::Tensor & uniform__router(
     double from,
     double to,
     ::std::optional<at::Generator> generator) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self))) {
     case 0:
       if (&simnpu::ops::uniform_ != nullptr) return member_npu::uniform__vendor(self, from, to, generator);
       break;
@@ -2182,7 +2205,7 @@ at::Tensor & uniform__router(
 
 // zero_(Tensor(a!) self) -> Tensor(a!): npu, vpu
 at::Tensor & zero__router(at::Tensor & self) {
-  switch (member_of(at::device_of(self))) {
+  switch (member_of(torch_fl::kernel_device(self))) {
     case 0:
       if (&simnpu::ops::zero_ != nullptr) return member_npu::zero__vendor(self);
       break;

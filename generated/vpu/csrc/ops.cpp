@@ -2,7 +2,7 @@
 // Do not edit: change the spec and run `torchfl-gen build specs/vpu.yaml`.
 //
 // The vpu vendor kernels: one wrapper per `ops:` entry with a
-// kernel. Each counts the call, makes the first tensor's device current and
+// kernel. Each counts the call, makes the device of its first tensor on the chip current and
 // calls the kernel on the current stream with conjugate/negative views resolved; a
 // kernel error raised while the device is in a fault becomes that fault's exception.
 #include <torch_fl/core_ops.h>
@@ -47,7 +47,7 @@ namespace {
 at::Tensor add_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("add.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simvpu::ops::add(
         torch_fl::StreamArg::current(),
@@ -65,7 +65,7 @@ at::Tensor & add__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
   static torch_fl::PathCounter counter("add_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "add_.Tensor");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simvpu::ops::add_(
         torch_fl::StreamArg::current(),
@@ -82,7 +82,7 @@ at::Tensor & add__Tensor_vendor(at::Tensor & self, const at::Tensor & other, con
 at::Tensor sub_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("sub.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simvpu::ops::sub(
         torch_fl::StreamArg::current(),
@@ -99,7 +99,7 @@ at::Tensor sub_Tensor_vendor(const at::Tensor & self, const at::Tensor & other, 
 at::Tensor mul_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("mul.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simvpu::ops::mul(
         torch_fl::StreamArg::current(),
@@ -116,7 +116,7 @@ at::Tensor & mul__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("mul_.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "mul_.Tensor");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simvpu::ops::mul_(torch_fl::StreamArg::current(), self, torch_fl::resolve_math_bits(other));
   } catch (const c10::Error& error) {
@@ -129,7 +129,7 @@ at::Tensor & mul__Tensor_vendor(at::Tensor & self, const at::Tensor & other) {
 at::Tensor div_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) {
   static torch_fl::PathCounter counter("div.Tensor", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, other));
   try {
     return simvpu::ops::div(
         torch_fl::StreamArg::current(),
@@ -145,7 +145,7 @@ at::Tensor div_Tensor_vendor(const at::Tensor & self, const at::Tensor & other) 
 at::Tensor relu_vendor(const at::Tensor & self) {
   static torch_fl::PathCounter counter("relu", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simvpu::ops::relu(torch_fl::StreamArg::current(), torch_fl::resolve_math_bits(self));
   } catch (const c10::Error& error) {
@@ -161,7 +161,7 @@ at::Tensor threshold_backward_vendor(
     const at::Scalar & threshold) {
   static torch_fl::PathCounter counter("threshold_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, self));
   try {
     return simvpu::ops::threshold_backward(
         torch_fl::StreamArg::current(),
@@ -178,7 +178,7 @@ at::Tensor threshold_backward_vendor(
 at::Tensor mm_vendor(const at::Tensor & self, const at::Tensor & mat2) {
   static torch_fl::PathCounter counter("mm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, mat2));
   try {
     return simvpu::ops::mm(
         torch_fl::StreamArg::current(),
@@ -199,7 +199,7 @@ at::Tensor addmm_vendor(
     const at::Scalar & alpha) {
   static torch_fl::PathCounter counter("addmm", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, mat1, mat2));
   try {
     return simvpu::ops::addmm(
         torch_fl::StreamArg::current(),
@@ -218,7 +218,7 @@ at::Tensor addmm_vendor(
 at::Tensor _log_softmax_vendor(const at::Tensor & self, int64_t dim, bool half_to_float) {
   static torch_fl::PathCounter counter("_log_softmax", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simvpu::ops::log_softmax(
         torch_fl::StreamArg::current(),
@@ -239,7 +239,7 @@ at::Tensor _log_softmax_backward_data_vendor(
     at::ScalarType input_dtype) {
   static torch_fl::PathCounter counter("_log_softmax_backward_data", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(grad_output, output));
   try {
     return simvpu::ops::log_softmax_backward(
         torch_fl::StreamArg::current(),
@@ -262,7 +262,7 @@ at::Tensor _log_softmax_backward_data_vendor(
     int64_t ignore_index) {
   static torch_fl::PathCounter counter("nll_loss_forward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, target, weight));
   try {
     return simvpu::ops::nll_loss_forward(
         torch_fl::StreamArg::current(),
@@ -288,7 +288,12 @@ at::Tensor nll_loss_backward_vendor(
     const at::Tensor & total_weight) {
   static torch_fl::PathCounter counter("nll_loss_backward", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(
+      grad_output,
+      self,
+      target,
+      weight,
+      total_weight));
   try {
     return simvpu::ops::nll_loss_backward(
         torch_fl::StreamArg::current(),
@@ -313,7 +318,7 @@ at::Tensor sum_dim_IntList_vendor(
     ::std::optional<at::ScalarType> dtype) {
   static torch_fl::PathCounter counter("sum.dim_IntList", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simvpu::ops::sum(
         torch_fl::StreamArg::current(),
@@ -335,7 +340,7 @@ at::Tensor mean_dim_vendor(
     ::std::optional<at::ScalarType> dtype) {
   static torch_fl::PathCounter counter("mean.dim", torch_fl::FallbackPath::vendor);
   counter.hit();
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simvpu::ops::mean(
         torch_fl::StreamArg::current(),
@@ -354,7 +359,7 @@ at::Tensor & fill__Scalar_vendor(at::Tensor & self, const at::Scalar & value) {
   static torch_fl::PathCounter counter("fill_.Scalar", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "fill_.Scalar");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simvpu::ops::fill_(torch_fl::StreamArg::current(), self, value);
   } catch (const c10::Error& error) {
@@ -368,7 +373,7 @@ at::Tensor & zero__vendor(at::Tensor & self) {
   static torch_fl::PathCounter counter("zero_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "zero_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self));
   try {
     return simvpu::ops::zero_(torch_fl::StreamArg::current(), self);
   } catch (const c10::Error& error) {
@@ -382,7 +387,7 @@ at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_bl
   static torch_fl::PathCounter counter("copy_", torch_fl::FallbackPath::vendor);
   counter.hit();
   torch_fl::check_no_math_bits(self, "copy_");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(self, src));
   try {
     return simvpu::ops::copy_(
         torch_fl::StreamArg::current(),
@@ -399,6 +404,7 @@ at::Tensor & copy__vendor(at::Tensor & self, const at::Tensor & src, bool non_bl
 at::Tensor cat_vendor(const at::ITensorListRef & tensors, int64_t dim) {
   static torch_fl::PathCounter counter("cat", torch_fl::FallbackPath::vendor);
   counter.hit();
+  const c10::OptionalDeviceGuard guard(torch_fl::kernel_device(tensors));
   try {
     return simvpu::ops::cat(torch_fl::StreamArg::current(), tensors, dim);
   } catch (const c10::Error& error) {

@@ -9,7 +9,8 @@ Runs only when asked (conftest.py collects nothing from this file otherwise):
       that passed in the last committed sweep, docs/ops/vpu.json: a regression check)
   python -m pytest tests/test_opinfo.py -k "add and float32"   (naming the file = full)
 TORCH_FL_OPINFO_DTYPES=float32,int64 restricts the dtypes; TORCH_FL_OPINFO_SHARD=I/N runs one of N
-parts. Each test's outcome and paths are written to TORCH_FL_OPINFO_RESULTS (default
+parts. TORCH_FL_OPINFO_DEVICE=1 puts every sample on device 1 while device 0 stays current
+(each op must run on its operands' device and stream). Each test's outcome and paths are written to TORCH_FL_OPINFO_RESULTS (default
 .torchfl/opinfo-vpu.jsonl), for `torchfl-gen matrix specs/vpu.yaml`.
 """
 from torch_fl.testing.opinfo import *  # noqa: F401,F403  (the tests, for the chip conftest.py configured)
