@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 python3 -m torchfl_gen check
 # The OpInfo sweep's CI sample: OpInfos that passed in the committed full sweep
 # (docs/ops/npu.json); the full sweep is docs/ops/README.md's command.
-TORCH_FL_OPINFO=sample TORCH_FL_OPINFO_SAMPLE=40 python3 -m pytest tests generated/npu/tests -q "$@"
+TORCH_FL_OPINFO=sample TORCH_FL_OPINFO_SAMPLE=40 python3 -m pytest tests generated/npu/tests -q --durations=30 "$@"
