@@ -41,7 +41,7 @@ def enable(chip: str, ops: Iterable[str], note_path: Callable[[str, str], None],
     import torch
 
     library = torch.library.Library("aten", "IMPL")
-    on_stream = _on_chip_stream(native_stream) if mode == "compile" and native_stream else None
+    on_stream = _on_chip_stream(chip, native_stream) if mode == "compile" and native_stream else None
 
     def kernel_of(op: str) -> Callable:
         kernel = triton_ops.kernel_for(op)
@@ -157,13 +157,30 @@ def _counted(op: str, kernel: Callable, note_path: Callable[[str, str], None],
     return outside_dynamo(run)
 
 
-def _on_chip_stream(native_stream: Callable[[], int]) -> Callable[[Callable], Callable]:
-    """Launch compiled kernels on the chip's current stream.
-
-    Triton launches on the GPU runtime's current stream (`torch.cuda`'s), so each call
-    makes the chip's stream current there for its duration and restores the previous
-    one: native `cuda` work in the same process keeps its own streams."""
+def operands_device(chip: str, args: tuple, kwargs: dict) -> int | None:
+    """The index of the device a call's first tensor on `chip` lives on (`out=` first, then the
+    arguments, tensor lists included), or None when it has none."""
     import torch
+
+    for value in (kwargs.get("out"), *args, *kwargs.values()):
+        for tensor in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(tensor, torch.Tensor) and tensor.device.type == chip:
+                return tensor.device.index
+    return None
+
+
+def _on_chip_stream(chip: str, native_stream: Callable[[], int]) -> Callable[[Callable], Callable]:
+    """Launch compiled kernels on the chip's current stream, of the operands' device.
+
+    Triton launches on the GPU runtime's current device and stream (`torch.cuda`'s), so each
+    call makes the chip's stream current there for its duration and restores the previous
+    one: native `cuda` work in the same process keeps its own streams. With several devices, a
+    call whose tensors live on another device than the current one first makes theirs current
+    (a dispatcher kernel registered from Python gets no device guard): launched on the current
+    device's stream, it would be unordered against the work on its tensors' device."""
+    import torch
+
+    several: list[bool] = []  # whether the chip has more than one device (asked at the first call)
 
     raw_current = torch._C._cuda_getCurrentRawStream
     current = torch._C._cuda_getCurrentStream  # (stream id, device index, device type)
@@ -175,8 +192,15 @@ def _on_chip_stream(native_stream: Callable[[], int]) -> Callable[[Callable], Ca
 
     def bind(kernel: Callable) -> Callable:
         def on_stream(*args, **kwargs):
-            handle = native_stream()
             device = torch._C._cuda_getDevice()  # the chip's current device: one runtime
+            if not several:
+                several.append(getattr(torch, chip).device_count() > 1)
+            if several[0]:
+                wanted = operands_device(chip, args, kwargs)
+                if wanted is not None and wanted != device:
+                    with getattr(torch, chip).device(wanted):
+                        return on_stream(*args, **kwargs)
+            handle = native_stream()
             if raw_current(device) == handle:
                 return kernel(*args, **kwargs)
             ids = external.get((handle, device))

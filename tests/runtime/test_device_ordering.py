@@ -149,3 +149,21 @@ def test_sampled_opinfos_on_the_device_that_is_not_current_match_the_cpu(tmp_pat
                           text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert " passed" in proc.stdout and "failed" not in proc.stdout, proc.stdout[-2000:]
+
+
+def test_compiled_triton_launches_find_their_operands_device():
+    """A Triton kernel registered from Python gets no device guard from the dispatcher: on a chip
+    whose Triton kernels are compiled (nvgpu), the launch wrapper makes the operands' device
+    current first (torch_fl._triton_route). Which device that is: the first chip tensor's,
+    `out=` first, tensor lists included; None for a call without one."""
+    import torch
+
+    from torch_fl._triton_route import operands_device
+
+    host, one, zero = torch.ones(2), torch.ones(2, device="npu:1"), torch.ones(2, device="npu:0")
+    assert operands_device("npu", (host, one), {}) == 1
+    assert operands_device("npu", (torch.tensor(2.0), zero), {}) == 0
+    assert operands_device("npu", (host, zero), {"out": one}) == 1
+    assert operands_device("npu", ([host, one], 0), {}) == 1
+    assert operands_device("npu", (host, 3.0), {"alpha": 2}) is None
+    assert operands_device("nvgpu", (one,), {}) is None
