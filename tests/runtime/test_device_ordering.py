@@ -25,7 +25,7 @@ from e2e_helpers import ROOT, last_json_line, run_python
 
 pytestmark = pytest.mark.usefixtures("npu_backend")
 
-SLOW_DEVICE_0 = {"SIMNPU_FAULTS": "device=0,slow_ms=40", "SIMNPU_DEVICE_COUNT": "2"}
+SLOW_DEVICE_0 = {"SIMNPU_FAULTS": "device=0,slow_ms=10", "SIMNPU_DEVICE_COUNT": "2"}
 
 
 def run(code: str) -> dict:
