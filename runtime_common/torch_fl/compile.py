@@ -59,6 +59,9 @@ def register(chip: str, device_module: ModuleType, dtypes: tuple[str, ...], indu
     compile.inductor) once torch imports them (now, if it has)."""
     if inductor not in ("triton", "none"):
         raise ValueError(f"chip '{chip}': compile.inductor {inductor!r} is neither 'triton' nor 'none'")
+    from . import conv_layout
+
+    conv_layout.install(chip)   # traced convolutions' strides, for every compile backend
     with _lock:
         _chips[chip] = (device_module, tuple(dtypes), inductor)
         if not any(isinstance(finder, _ThenRegister.Finder) for finder in sys.meta_path):

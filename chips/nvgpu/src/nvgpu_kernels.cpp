@@ -80,6 +80,19 @@ std::tuple<T...> chip(const std::tuple<T...>& ts) {
   return std::apply([](const auto&... t) { return std::make_tuple(chip(t)...); }, ts);
 }
 
+// The layout the chip promises for a convolution's outputs (torch_fl/conv_layout.py, which
+// tells torch's tracing so): cuDNN's rule, channels-last when the input or the weight is.
+// torch's other CUDA convolutions (depthwise, dilated, 64-bit indexed) return contiguous.
+at::MemoryFormat conv_memory_format(const Tensor& input, const Tensor& weight) {
+  if (input.dim() != 4 && input.dim() != 5) return at::MemoryFormat::Contiguous;
+  auto last = input.dim() == 4 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d;
+  return input.suggest_memory_format() == last || weight.suggest_memory_format() == last
+             ? last : at::MemoryFormat::Contiguous;
+}
+
+Tensor laid_out(const Tensor& t, at::MemoryFormat format) {
+  return !t.defined() || t.is_contiguous(format) ? t : t.contiguous(format);
+}
 }  // namespace
 
 Tensor mm(cudaStream_t stream, const Tensor& self, const Tensor& mat2) {
@@ -109,8 +122,9 @@ Tensor convolution(cudaStream_t stream, const Tensor& input, const Tensor& weigh
                    at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
                    int64_t groups) {
   OnChipStream on(stream);
-  return chip(at::convolution(cuda(input), cuda(weight), cuda(bias), stride, padding, dilation, transposed,
-                              output_padding, groups));
+  return chip(laid_out(at::convolution(cuda(input), cuda(weight), cuda(bias), stride, padding, dilation,
+                                       transposed, output_padding, groups),
+                       conv_memory_format(input, weight)));
 }
 
 std::tuple<Tensor, Tensor, Tensor> convolution_backward(
@@ -119,8 +133,11 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
     at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups,
     std::array<bool, 3> output_mask) {
   OnChipStream on(stream);
-  return chip(at::convolution_backward(cuda(grad_output), cuda(input), cuda(weight), bias_sizes, stride, padding,
-                                       dilation, transposed, output_padding, groups, output_mask));
+  auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(
+      cuda(grad_output), cuda(input), cuda(weight), bias_sizes, stride, padding, dilation, transposed,
+      output_padding, groups, output_mask);
+  const auto format = conv_memory_format(input, weight);
+  return chip(std::make_tuple(laid_out(grad_input, format), laid_out(grad_weight, format), grad_bias));
 }
 
 namespace {

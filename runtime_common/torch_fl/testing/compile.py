@@ -93,6 +93,66 @@ if "int64" in SPEC.DTYPES:
         compiled_matches_eager(conv_block, torch.randn(4, 3, 8, 8, dtype=FLOAT), backend=backend)
 
 
+# Traced convolutions: torch predicts a PrivateUse1 convolution contiguous; the chip's kernels
+# return channels-last as cuDNN does, and torch_fl.conv_layout tells tracing so. Inductor asserts
+# the traced strides, and its layout optimisation gives convolutions channels-last operands.
+CONV_CASES = {   # name: (input shape, weight shape, groups, which operands are channels-last)
+    "contiguous": ((2, 4, 6, 6), (8, 4, 3, 3), 1, ""),
+    "input_channels_last": ((2, 4, 6, 6), (8, 4, 3, 3), 1, "input"),
+    "weight_channels_last": ((2, 4, 6, 6), (8, 4, 3, 3), 1, "weight"),
+    "both_channels_last": ((2, 4, 6, 6), (8, 4, 3, 3), 1, "input weight"),
+    "depthwise_channels_last": ((2, 8, 6, 6), (8, 1, 3, 3), 8, "input weight"),
+    "3d_channels_last": ((1, 2, 4, 4, 4), (3, 2, 3, 3, 3), 1, "input"),
+    "1d": ((2, 4, 9), (6, 4, 3), 1, ""),
+}
+
+
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_convolution_strides_are_the_traced_strides(case):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    input_shape, weight_shape, groups, channels_last = CONV_CASES[case]
+    last = {4: torch.channels_last, 5: torch.channels_last_3d}.get(len(input_shape), torch.contiguous_format)
+
+    def laid_out(shape, name):
+        t = torch.randn(shape, dtype=FLOAT, device=CHIP)
+        return t.contiguous(memory_format=last) if name in channels_last else t
+
+    input, weight = laid_out(input_shape, "input"), laid_out(weight_shape, "weight")
+    dims = len(input_shape) - 2
+    conv = dict(stride=[1] * dims, padding=[1] * dims, dilation=[1] * dims, transposed=False,
+                output_padding=[0] * dims, groups=groups)
+    out = torch.ops.aten.convolution(input, weight, None, **conv)
+    grads = torch.ops.aten.convolution_backward(torch.ones_like(out), input, weight, [weight_shape[0]],
+                                                **conv, output_mask=[True, True, True])
+    with FakeTensorMode() as mode:
+        fake_input, fake_weight = mode.from_tensor(input), mode.from_tensor(weight)
+        fake_out = torch.ops.aten.convolution(fake_input, fake_weight, None, **conv)
+        fake_grads = torch.ops.aten.convolution_backward(
+            torch.ones_like(fake_out), fake_input, fake_weight, [weight_shape[0]], **conv, output_mask=[True, True, True])
+    for name, real, fake in zip(("output", "grad_input", "grad_weight", "grad_bias"), (out, *grads),
+                                (fake_out, *fake_grads)):
+        assert real.shape == fake.shape, name
+        # A size-1 dimension's stride is free (Inductor's assert_size_stride skips it too).
+        assert significant_strides(real) == significant_strides(fake), \
+            f"{CHIP} convolution {name}: strides {real.stride()}, traced {fake.stride()} (torch_fl.conv_layout)"
+
+
+def significant_strides(t: torch.Tensor) -> list:
+    return [stride if size > 1 else None for size, stride in zip(t.shape, t.stride())]
+
+
+if INDUCTOR == "triton" and "int64" in SPEC.DTYPES:
+    def test_compiled_conv_net_in_channels_last_matches_eager():
+        # Inductor's layout optimisation (forced: it weighs the graph's size) makes the
+        # convolutions' operands channels-last, and asserts the strides it traced.
+        import torch._inductor.config
+
+        torch._dynamo.reset()
+        with torch._inductor.config.patch(force_layout_optimization=True):
+            compiled_matches_eager(conv_block, torch.randn(4, 3, 8, 8, dtype=FLOAT), backend="inductor")
+
+
 @by_backend
 def test_dynamic_shapes_compile_a_bounded_number_of_times(backend):
     import torch._dynamo

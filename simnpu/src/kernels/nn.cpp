@@ -76,7 +76,16 @@ std::vector<int64_t> conv_output_shape(const Tensor& input, const Tensor& weight
   }
   return out;
 }
+// The layout of a convolution's outputs, as cuDNN and oneDNN (and torch's tracing, told by
+// torch_fl) give it: channels-last when the input or the weight is, else contiguous.
+at::MemoryFormat conv_memory_format(const Tensor& input, const Tensor& weight) {
+  if (input.dim() != 4 && input.dim() != 5) return at::MemoryFormat::Contiguous;
+  auto last = input.dim() == 4 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d;
+  return input.suggest_memory_format() == last || weight.suggest_memory_format() == last
+             ? last : at::MemoryFormat::Contiguous;
+}
 }  // namespace
+
 
 Tensor convolution(simnpuStream_t s, const Tensor& input, const Tensor& weight,
                    const std::optional<Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
@@ -89,7 +98,7 @@ Tensor convolution(simnpuStream_t s, const Tensor& input, const Tensor& weight,
                 bias->sizes(), " for ", shape[1], " output channels");
   TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "simnpu::convolution: input (",
               input.scalar_type(), ") and weight (", weight.scalar_type(), ") dtypes differ");
-  Tensor out = alloc(shape, input.scalar_type(), like, input.suggest_memory_format());
+  Tensor out = alloc(shape, input.scalar_type(), like, conv_memory_format(input, weight));
   TMeta x = cap(input), w = cap(weight), b = cap(bias), o = cap(out);
   launch(s, "convolution",
          [x, w, b, o, st = vec(stride), pa = vec(padding), di = vec(dilation), transposed,
@@ -109,8 +118,9 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
   TORCH_CHECK(grad_output.sizes().vec() == shape, "simnpu::convolution_backward: grad_output of shape ",
               grad_output.sizes(), ", expected ", at::IntArrayRef(shape));
   Tensor gi, gw, gb;
-  if (output_mask[0]) gi = alloc(input.sizes(), input.scalar_type(), like, input.suggest_memory_format());
-  if (output_mask[1]) gw = alloc(weight.sizes(), weight.scalar_type(), like, weight.suggest_memory_format());
+  const auto fmt = conv_memory_format(input, weight);
+  if (output_mask[0]) gi = alloc(input.sizes(), input.scalar_type(), like, fmt);
+  if (output_mask[1]) gw = alloc(weight.sizes(), weight.scalar_type(), like, fmt);
   if (output_mask[2]) {
     int64_t c = bias_sizes ? (*bias_sizes)[0] : shape[1];
     gb = alloc({c}, grad_output.scalar_type(), like);
