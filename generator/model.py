@@ -5,6 +5,7 @@ Nothing here reads YAML or knows about locations; `generator.spec.load_spec` bui
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -387,6 +388,19 @@ class ChipSpec:
         if self.fallback.default[:1] == ("triton",):
             names |= self.triton_catalog.ops
         return tuple(route for route in map(self.route, sorted(names)) if route.line is not None or route.triton)
+
+    def without_triton(self) -> "ChipSpec":
+        """This chip with the Triton step taken out of every chain, and Inductor's Triton code
+        generation with it (a composite member written `{spec: <file>, triton: skip}`: one
+        process runs Triton one way). An op whose chain was Triton alone has no step left: it
+        raises, naming the op and the chip."""
+        def skip(chain: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(step for step in chain if step != "triton")
+
+        return dataclasses.replace(
+            self, fallback=dataclasses.replace(self.fallback, default=skip(self.fallback.default)),
+            ops=tuple(dataclasses.replace(op, fallback=skip(op.fallback)) for op in self.ops),
+            compile=dataclasses.replace(self.compile, inductor="none"))
 
     @property
     def vendor_ops(self) -> tuple[OpEntry, ...]:

@@ -55,9 +55,11 @@ def path_errors(doc: YamlDocument, data: dict, base: Path) -> list[SpecError]:
         if not isinstance(items, list):
             continue
         for i, item in enumerate(items):
+            where = (section, key, i)
+            if isinstance(item, dict) and (section, key) == ("composite", "members"):
+                item, where = item.get("spec"), where + ("spec",)   # {spec: <file>, triton: skip}
             if not isinstance(item, str) or not item or "\0" in item:
                 continue  # the schema reports it
-            where = (section, key, i)
             if is_absolute(item):
                 out.append(doc.error(where, f"path '{item}' must be relative to the spec's folder",
                                      hint=f"write it relative to {base}"))

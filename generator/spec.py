@@ -94,8 +94,9 @@ def _build_composite(doc: YamlDocument, source: Path, display: str, raw: bytes,
     errors: list[SpecError] = []
     members: list[tuple[int, model.ChipSpec]] = []
     loading = _composites_loading.get() | {source}
-    for i, relative in enumerate(d["composite"]["members"]):
+    for i, entry in enumerate(d["composite"]["members"]):
         where = ("composite", "members", i)
+        relative, skip_triton = (entry, False) if isinstance(entry, str) else (entry["spec"], True)
         path = Path(os.path.normpath(source.parent / relative))
         shown = os.path.normpath(os.path.join(os.path.dirname(display), relative))
         if path in loading:
@@ -119,7 +120,7 @@ def _build_composite(doc: YamlDocument, source: Path, display: str, raw: bytes,
             errors.append(doc.error(where, f"member '{relative}' is a {member.chip.integration} chip; a composite's "
                                     "members are privateuse1 chips (their drivers and kernels are what it joins)"))
             continue
-        members.append((i, member))
+        members.append((i, member.without_triton() if skip_triton else member))
     errors += _member_conflicts(doc, d["chip"]["name"], members)
     if errors:
         raise SpecErrors(errors)
@@ -166,7 +167,9 @@ def _member_conflicts(doc: YamlDocument, name: str, members: list[tuple[int, mod
     if len({mode for _, mode in modes}) > 1:
         out.append(doc.error(("composite", "members"), "members run the Triton step in different modes ("
                              + ", ".join(f"{chip}: {mode}" for chip, mode in sorted(modes))
-                             + "); one process runs Triton one way", hint="make their fallback.triton agree"))
+                             + "); one process runs Triton one way",
+                             hint="make their fallback.triton agree, or take one member's Triton step out: "
+                                  "`{spec: <file>, triton: skip}`"))
     return out
 
 

@@ -114,3 +114,24 @@ def test_a_composite_has_no_driver_versions_to_build():
         parse_spec_bytes((HEAD + "composite:\n  members: [npu.yaml, vpu.yaml]\n").encode(), ROOT / "specs" / "duo.yaml",
                          "specs/duo.yaml", driver_version="2.0")
     assert "builds its members' default driver versions" in str(caught.value.errors[0])
+
+
+def test_gpunpu_joins_the_gpu_and_the_npu_without_the_npu_s_triton():
+    spec = load_spec(ROOT / "specs" / "gpunpu.yaml", "specs/gpunpu.yaml")
+    nvgpu, npu = spec.members
+    alone = load_spec(ROOT / "specs" / "npu.yaml", "specs/npu.yaml")
+    assert spec.triton_mode == "compile" and spec.compile.inductor == "none"  # the NPU takes no Inductor Triton
+    assert npu.fallback.default == ("cpu",) and alone.fallback.default == ("triton", "cpu")
+    assert all(not route.triton and "triton" not in route.chain for route in npu.routes)
+    assert npu.route("mm").chain == ("cpu",) and alone.route("mm").chain == ("triton", "cpu")
+    assert npu.route("mm").kernel == alone.route("mm").kernel == "mm"   # its vendor kernels stay
+    assert any(route.triton for route in nvgpu.routes)
+
+
+def test_a_member_s_triton_step_is_skipped_where_written():
+    spec = _parse(HEAD + "composite:\n  members: [nvgpu.yaml, {spec: npu.yaml, triton: skip}]\n")
+    assert spec.members[1].fallback.default == ("cpu",)
+    lines = _errors(HEAD + "composite:\n  members: [nvgpu.yaml, {spec: npu.yaml, triton: off}]\n")
+    assert lines and all(line.startswith("specs/duo.yaml:7:") and "composite.members[1]" in line for line in lines)
+    lines = _errors(HEAD + "composite:\n  members: [nvgpu.yaml, {spec: ../../elsewhere/chip.yaml, triton: skip}]\n")
+    assert any("composite.members[1].spec: path '../../elsewhere/chip.yaml' must stay inside" in line for line in lines)
