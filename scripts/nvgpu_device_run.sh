@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the nvgpu backend on a CUDA machine, runs its generated suite, then the
 # benchmarks. Usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]
-# Stages: setup build install test random collectives coexist compile fast native triton bench sweep models npu
-# (default: all but install, collectives, coexist, compile, sweep, models and npu;
+# Stages: setup build install test random collectives coexist compile composite fast native triton bench sweep models npu
+# (default: all but install, collectives, coexist, compile, composite, sweep, models and npu;
 # install is a plain build, for a run that needs the backend but not the build times). Logs and results JSON land in OUTDIR.
 set -u
 out=${1:?usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]}
@@ -107,6 +107,17 @@ if has compile; then
       --out "$out/models-compile-$mode.json" 2>&1 | tail -12 | tee "$out/models-compile-$mode.log"
     pack
   done
+fi
+
+if has composite; then
+  # The GPU and the simulated NPU in one process (specs/gpunpu.yaml: nvgpu + npu, the NPU's
+  # Triton step skipped): the composite's generated suite and the seed's hybrid model both ways.
+  { SIMNPU_JOBS=$(nproc) bash simnpu/build.sh >/dev/null && python3 -m torchfl_gen build specs/gpunpu.yaml &&
+    timeout 300 python3 -m pytest generated/gpunpu/tests -v -p no:cacheprovider -rfs &&
+    timeout 120 python3 examples/hybrid_two_chips.py --chip gpunpu --embedding npu:0 --transformer nvgpu:0 &&
+    timeout 120 python3 examples/hybrid_two_chips.py --chip gpunpu --embedding nvgpu:0 --transformer npu:1; } \
+    2>&1 | tee "$out/composite.log"
+  pack
 fi
 
 if has fast; then
