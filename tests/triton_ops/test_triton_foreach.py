@@ -249,6 +249,22 @@ def test_rows_like_row_zero_skip_their_preparation(monkeypatch):
     tops.kernel_for("_foreach_add_.List")(dev_a, dev_b)
     for got, want in zip(dev_a, ref):
         _close(got, want)
+    # one tensor in two places of every row (AdamW's addcmul_(v, g, g)): row 0's preparation
+    # serves each row that aliases alike; a row that does not is prepared in full
+    def addcmul_squares(v, g, other):
+        ref_v = [t.cpu().clone() for t in v]
+        torch._foreach_addcmul_(ref_v, [t.cpu() for t in g], [t.cpu() for t in other], value=0.25)
+        prepared.clear()
+        tops.kernel_for("_foreach_addcmul_.Scalar")(v, g, other, value=0.25)
+        for got, want in zip(v, ref_v):
+            _close(got, want)
+        return list(prepared)
+
+    v, g = _to(_tensors(shapes=shapes), DEVICE), _to(_tensors(seed=3, shapes=shapes), DEVICE)
+    assert addcmul_squares(v, g, g) == [(3, 5)]
+    other = list(g)
+    other[2] = g[2].clone()
+    assert addcmul_squares(v, g, other) == [(3, 5), (1,)]
     # a row of another dtype, a transposed row, a row with a 0-dim lead: each prepared in full
     prepared.clear()
     mixed = _tensors(shapes=shapes)
@@ -268,6 +284,27 @@ def _npu_ok():
         return torch.zeros(1).to("npu").device.type == "npu"
     except Exception:  # noqa: BLE001
         return False
+
+
+@pytest.mark.skipif(DEVICE != "cpu" or not _npu_ok(), reason="npu backend not available")
+def test_tables_upload_to_the_chip_from_pinned_memory_without_waiting(monkeypatch):
+    """A chip's table goes up from pinned memory, asynchronously (from pageable memory the copy
+    waited for the chip's stream to drain): every table of a burst of uploads, each from a
+    pinned block freed at once and reused by the next, arrives intact."""
+    from torch_fl.triton_ops import _foreach
+
+    pinned = []
+    zeros = torch.zeros
+    monkeypatch.setattr(torch, "zeros", lambda *a, **k: (t := zeros(*a, **k), pinned.append(t.is_pinned()))[0])
+    chip = torch.device("npu")
+    uploads = []
+    for i in range(24):
+        tensors = [v for t in range(1 + i % 5) for v in (4096 * (t + 1), 8 * t, i, 0, 0, 1000 + 20000 * t + i)]
+        uploads.append((_foreach._table(tensors, torch.device("cpu")), _foreach._table(tensors, chip)))
+    assert pinned == [False, True] * 24  # the CPU's tables stay pageable
+    for (expected, rows), (got, got_rows) in uploads:
+        assert got.device.type == "npu" and got_rows == rows
+        assert torch.equal(got.cpu(), expected)
 
 
 @pytest.mark.skipif(DEVICE != "cpu" or not _npu_ok(), reason="npu backend not available")

@@ -251,11 +251,16 @@ def _table(tensors: list, device: torch.device) -> tuple[torch.Tensor, int]:
     owner = torch.repeat_interleave(torch.arange(len(info)), chunks)
     first = torch.cumsum(chunks, 0) - chunks  # each tensor's first row
     start = (torch.arange(len(owner)) - first[owner]) * _CHUNK
-    rows = torch.zeros((len(owner), _ROW), dtype=torch.int64)
+    on_chip = device.type != "cpu"
+    # Uploaded from pinned memory without waiting: a copy from pageable memory waits for the
+    # chip's stream to drain, so each new table (an optimizer's fresh outputs, per-tensor
+    # scalars that change every step) held the host until the step's queued work had run.
+    # The pinned block is reused only once the copy is done (the chip's host allocator).
+    rows = torch.zeros((len(owner), _ROW), dtype=torch.int64, pin_memory=on_chip)
     rows[:, :5] = info[owner, :5]
     rows[:, 5] = start
     rows[:, 6] = torch.minimum(start + _CHUNK, n[owner])
-    return rows.to(device), len(owner)
+    return rows.to(device, non_blocking=on_chip), len(owner)
 
 
 def _add_rows(tensors: list, out: torch.Tensor, dense) -> None:
@@ -299,7 +304,7 @@ class _Template:
     rows all qualify: a few attribute reads per tensor instead of the whole preparation."""
 
     __slots__ = ("group", "values", "kw_names", "classes", "dtypes", "same", "per_row", "slots",
-                 "per_row_slots", "out_dtype", "inplace", "lead_zero_dim")
+                 "per_row_slots", "aliases", "out_dtype", "inplace", "lead_zero_dim")
 
     @classmethod
     def of(cls, pos, kw, lead, out, group, dense, inplace):
@@ -326,16 +331,18 @@ class _Template:
         self.slots = [p.data_ptr() if k <= 1 else imm for p, imm, k in zip(ptrs, imms, kinds)]
         self.slots += [0] * (4 - len(self.slots))
         self.per_row_slots = []
+        self.aliases = []
         for k, (p, kind) in enumerate(zip(ptrs, kinds)):
             if kind > 1:
                 continue  # an immediate: from a shared argument, the same in every row
             where = [j for j, v in enumerate(values) if v is p]
-            if len(where) != 1:
-                # None: an operand the preparation made, only a full preparation remakes it;
-                # several: row 0 passes one tensor twice, which later rows need not do
-                return None
+            if not where:
+                return None  # an operand the preparation made: only a full preparation remakes it
             if self.classes[where[0]] == _PER_ROW:
                 self.per_row_slots.append((k, where[0]))
+            # Row 0 passes one tensor in several places (AdamW's addcmul_(v, g, g)): a later
+            # row has row 0's preparation only where it does the same.
+            self.aliases += [(where[0], j) for j in where[1:] if (where[0], j) not in self.aliases]
         return self
 
     def row(self, pos, kw, lead, device):
@@ -345,6 +352,9 @@ class _Template:
             return None
         for j in self.same:
             if values[j] is not self.values[j]:
+                return None
+        for i, j in self.aliases:
+            if values[i] is not values[j]:
                 return None
         shape = lead.shape
         for j, dtype in self.per_row:
