@@ -23,6 +23,7 @@ COMMANDS = {
     "collectives_all_reduce": "python bench/collectives.py --chip {chip} --ranks {ranks} --iters {iters}",
     "models_train_step": "python bench/models.py --chip {chip} --native {native} --size {size} --models {models} "
                          "--precision {precisions} --optimizer {optimizers} --steps {steps} --warmup {warmup}{compile}",
+    "step_parts": "python bench/step_parts.py --device {device} --model {model} --size {size}{compile}",
 }
 
 
@@ -185,6 +186,16 @@ NOTES = {
 }
 
 
+def step_parts(r: dict) -> list[str]:
+    parts = {part: r["parts_ms"][part] for part in ("forward", "backward", "optimizer", "step")}
+    lines = ["| " + " | ".join(parts) + " |", "|" + "---|" * len(parts),
+             "| " + " | ".join(f"{_fmt(v)} ms" for v in parts.values()) + " |", "",
+             "| op | self CPU µs a step | calls a step |", "|---|---|---|"]
+    lines += [f"| `{op['name']}` | {_fmt(op['self_cpu_us_per_step'])} | {_fmt(op['calls_per_step'])} |"
+              for op in r["top_ops"]]
+    return lines
+
+
 SECTIONS = [
     ("resnet50_train_step", "ResNet-50 training step", resnet),
     ("op_overhead", "Per-op host overhead", overhead),
@@ -193,6 +204,7 @@ SECTIONS = [
     ("build_times", "`torchfl-gen build` times", builds),
     ("collectives_all_reduce", "all_reduce bus bandwidth: collective library vs gloo staging ({chip})", collectives),
     ("models_train_step", "Real-model training steps ({chip} vs {native})", models),
+    ("step_parts", "Where a training step's host time goes ({device}, {model})", step_parts),
 ]
 
 
@@ -216,7 +228,8 @@ def command(record: dict) -> str:
         size=record.get("size"), models=" ".join(record.get("models") or []),
         precisions=" ".join(record.get("precisions") or []), optimizers=" ".join(record.get("optimizers") or []),
         steps=record.get("steps_per_device"), warmup=record.get("warmup"),
-        compile="" if record.get("compile", "none") == "none" else f" --compile {record['compile']}")
+        compile="" if record.get("compile", "none") == "none" else f" --compile {record['compile']}",
+        device=record.get("device"), model=record.get("model"))
 
 
 def render() -> str:
@@ -236,7 +249,8 @@ def render() -> str:
     for name, title, table in SECTIONS:
         for source, record in records.get(name, []):
             suffix = " (comparison: Triton ops launched from Python)" if _python_launch(record) else ""
-            heading = title.format(chip=record.get("chip"), native=record.get("native"))
+            heading = title.format(chip=record.get("chip"), native=record.get("native"), device=record.get("device"),
+                                   model=record.get("model"))
             if record.get("compile", "none") != "none":
                 heading += f", torch.compile ({record['compile']})"
             lines += [f"## {heading}{suffix}", "", f"Measured on {_env(record)}.", "",

@@ -72,3 +72,24 @@ def test_gpu_benchmarks_refuse_clearly_without_the_chip():
     proc = bench("bench/resnet50.py", "--chip", "nochip")
     assert proc.returncode != 0
     assert "torch.nochip is not available" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_step_parts_splits_a_step_and_names_its_costliest_ops(tmp_path):
+    out = tmp_path / "parts.json"
+    proc = bench("bench/step_parts.py", "--device", "cpu", "--model", "transformer_encoder", "--steps", "2",
+                 "--warmup", "1", "--rows", "4", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    record = last_json_line(proc.stdout)
+    assert record == json.loads(out.read_text())
+    parts = record["parts_ms"]
+    assert set(parts) == {"forward", "backward", "optimizer", "step"} and all(v > 0 for v in parts.values())
+    assert parts["step"] >= max(parts["forward"], parts["backward"], parts["optimizer"])
+    assert len(record["top_ops"]) == 4 and all(op["name"].startswith("aten::") or op["calls_per_step"] > 0
+                                               for op in record["top_ops"])
+    sys.path.insert(0, str(ROOT / "bench"))
+    import report
+
+    assert report.command(record) == ("python bench/step_parts.py --device cpu --model transformer_encoder "
+                                      "--size small")
+    table = report.step_parts(record)
+    assert table[0] == "| forward | backward | optimizer | step |" and len(table) == 6 + 4
