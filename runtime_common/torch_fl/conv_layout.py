@@ -7,9 +7,12 @@ was told (`assert_size_stride`), and its layout optimisation hands convolutions 
 operands: a chip kernel that returns channels-last, as cuDNN (nvgpu's) does, failed the
 compiled graph (compiled ResNet-18 on nvgpu; any conv net on npu once layout optimisation ran).
 
-The contract for a chip's convolution kernels is torch's own for cuDNN and oneDNN: the outputs
-are channels-last (channels-last-3d for 5-d operands) when the input or the weight suggests it,
-else contiguous; for `convolution_backward`, grad_input and grad_weight alike (grad_bias is 1-d).
+The contract for a chip's convolution kernels is torch's own for 2-d convolutions on cuDNN and
+oneDNN: the outputs of a 4-d convolution are channels-last when the input or the weight is,
+else contiguous; for `convolution_backward`, grad_input and grad_weight alike (grad_bias is
+1-d). Other convolutions (1-d, 3-d) return contiguous outputs: torch's host 3-d convolution
+does so, or does not, by its own heuristics, and a chip's chain may end there (Inductor's
+layout optimisation changes 2-d convolutions only).
 `install()` makes fake tensors on a chip's devices say so; the generated suites check that the
 chip's kernels keep it (torch_fl.testing.compile, real strides against fake ones).
 """
@@ -23,12 +26,11 @@ __all__ = ["install", "memory_format"]
 
 
 def memory_format(input: torch.Tensor, weight: torch.Tensor) -> torch.memory_format:
-    """The layout a chip's convolution of `input` by `weight` returns (cuDNN's rule)."""
+    """The layout a chip's convolution of `input` by `weight` returns (cuDNN's rule, 2-d)."""
     from torch._prims_common import suggest_memory_format
 
-    last = {4: torch.channels_last, 5: torch.channels_last_3d}.get(input.dim())
-    if last is not None and last in (suggest_memory_format(input), suggest_memory_format(weight)):
-        return last
+    if input.dim() == 4 and torch.channels_last in (suggest_memory_format(input), suggest_memory_format(weight)):
+        return torch.channels_last
     return torch.contiguous_format
 
 

@@ -81,12 +81,12 @@ std::tuple<T...> chip(const std::tuple<T...>& ts) {
 }
 
 // The layout the chip promises for a convolution's outputs (torch_fl/conv_layout.py, which
-// tells torch's tracing so): cuDNN's rule, channels-last when the input or the weight is.
-// torch's other CUDA convolutions (depthwise, dilated, 64-bit indexed) return contiguous.
+// tells torch's tracing so): cuDNN's rule for 2-d convolutions, channels-last when the input
+// or the weight is; contiguous otherwise. torch's other CUDA convolutions (depthwise,
+// dilated, 64-bit indexed) return contiguous, and cuDNN a 3-d one channels-last-3d.
 at::MemoryFormat conv_memory_format(const Tensor& input, const Tensor& weight) {
-  if (input.dim() != 4 && input.dim() != 5) return at::MemoryFormat::Contiguous;
-  auto last = input.dim() == 4 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d;
-  return input.suggest_memory_format() == last || weight.suggest_memory_format() == last
+  const auto last = at::MemoryFormat::ChannelsLast;
+  return input.dim() == 4 && (input.suggest_memory_format() == last || weight.suggest_memory_format() == last)
              ? last : at::MemoryFormat::Contiguous;
 }
 

@@ -76,12 +76,12 @@ std::vector<int64_t> conv_output_shape(const Tensor& input, const Tensor& weight
   }
   return out;
 }
-// The layout of a convolution's outputs, as cuDNN and oneDNN (and torch's tracing, told by
-// torch_fl) give it: channels-last when the input or the weight is, else contiguous.
+// The layout of a convolution's outputs, as torch_fl's contract (and torch's tracing, told
+// by it) gives it: a 2-d convolution's channels-last when the input or the weight is, as
+// cuDNN's and oneDNN's; anything else contiguous.
 at::MemoryFormat conv_memory_format(const Tensor& input, const Tensor& weight) {
-  if (input.dim() != 4 && input.dim() != 5) return at::MemoryFormat::Contiguous;
-  auto last = input.dim() == 4 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d;
-  return input.suggest_memory_format() == last || weight.suggest_memory_format() == last
+  const auto last = at::MemoryFormat::ChannelsLast;
+  return input.dim() == 4 && (input.suggest_memory_format() == last || weight.suggest_memory_format() == last)
              ? last : at::MemoryFormat::Contiguous;
 }
 }  // namespace

@@ -252,6 +252,18 @@ class ChipRandomOnHost {
 // torch sends a PrivateUse1 convolution and its backward to the `_overrideable` ops, whose only
 // CPU kernels raise "not implemented": their CPU step is ATen's convolution on host copies.
 // Returns false for every other op.
+// The layout the chips' convolutions promise (torch_fl/conv_layout.py, which tells torch's
+// tracing so): a 2-d convolution's outputs channels-last when the input or the weight is, all
+// others contiguous. torch's host convolutions keep or drop channels-last(-3d) by their own
+// heuristics (slow_conv3d against oneDNN), so the results are laid out here.
+at::Tensor to_chip_laid_out(const at::Tensor& result, const at::Tensor& input, const at::Tensor& weight) {
+  const auto last = at::MemoryFormat::ChannelsLast;
+  const bool channels_last = input.dim() == 4 && (input.suggest_memory_format() == last ||
+                                                  weight.suggest_memory_format() == last);
+  const auto format = channels_last ? last : at::MemoryFormat::Contiguous;
+  return result.to(result.options().device(input.device()), /*non_blocking=*/false, /*copy=*/false, format);
+}
+
 bool convolution_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string& name = op.schema().operator_name().name;
   const bool forward = name == "aten::convolution_overrideable";
@@ -267,8 +279,9 @@ bool convolution_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack
         input.cpu(), args[1].toTensor().cpu(), bias ? std::optional<at::Tensor>(host(*bias)) : std::nullopt,
         args[3].toIntVector(), args[4].toIntVector(), args[5].toIntVector(), args[6].toBool(), args[7].toIntVector(),
         args[8].toInt());
+    const at::Tensor weight = args[1].toTensor();
     torch::jit::drop(*stack, count);
-    torch::jit::push(*stack, out.to(input.device()));
+    torch::jit::push(*stack, to_chip_laid_out(out, input, weight));
     return true;
   }
   // (grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask)
@@ -284,9 +297,9 @@ bool convolution_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack
       args[3].toIntVector(), args[4].toIntVector(), args[5].toIntVector(), transposed, args[7].toIntVector(), groups,
       mask);
   torch::jit::drop(*stack, count);
-  for (const at::Tensor& grad : {grad_input, grad_weight, grad_bias}) {
-    torch::jit::push(*stack, grad.defined() ? grad.to(input.device()) : grad);
-  }
+  torch::jit::push(*stack, grad_input.defined() ? to_chip_laid_out(grad_input, input, weight) : grad_input);
+  torch::jit::push(*stack, grad_weight.defined() ? to_chip_laid_out(grad_weight, input, weight) : grad_weight);
+  torch::jit::push(*stack, grad_bias.defined() ? grad_bias.to(input.device()) : grad_bias);
   return true;
 }
 
