@@ -187,7 +187,10 @@ NOTES = {
 
 
 def step_parts(r: dict) -> list[str]:
-    parts = {part: r["parts_ms"][part] for part in ("forward", "backward", "optimizer", "step")}
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from step_parts import PARTS   # bench/step_parts.py: its parts, in step order
+
+    parts = {part: r["parts_ms"][part] for part in PARTS}
     lines = ["| " + " | ".join(parts) + " |", "|" + "---|" * len(parts),
              "| " + " | ".join(f"{_fmt(v)} ms" for v in parts.values()) + " |", "",
              "| op | self CPU µs a step | calls a step |", "|---|---|---|"]

@@ -249,9 +249,6 @@ class ChipRandomOnHost {
   std::optional<std::lock_guard<std::mutex>> lock_;
 };
 
-// torch sends a PrivateUse1 convolution and its backward to the `_overrideable` ops, whose only
-// CPU kernels raise "not implemented": their CPU step is ATen's convolution on host copies.
-// Returns false for every other op.
 // The layout the chips' convolutions promise (torch_fl/conv_layout.py, which tells torch's
 // tracing so): a 2-d convolution's outputs channels-last when the input or the weight is, all
 // others contiguous. torch's host convolutions keep or drop channels-last(-3d) by their own
@@ -264,6 +261,9 @@ at::Tensor to_chip_laid_out(const at::Tensor& result, const at::Tensor& input, c
   return result.to(result.options().device(input.device()), /*non_blocking=*/false, /*copy=*/false, format);
 }
 
+// torch sends a PrivateUse1 convolution and its backward to the `_overrideable` ops, whose only
+// CPU kernels raise "not implemented": their CPU step is ATen's convolution on host copies.
+// Returns false for every other op.
 bool convolution_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string& name = op.schema().operator_name().name;
   const bool forward = name == "aten::convolution_overrideable";
