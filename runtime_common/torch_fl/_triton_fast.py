@@ -42,8 +42,16 @@ def replayable(op: str) -> bool:
     return entry is not None and entry.mode in ("func", "inplace")
 
 
+def replayable_foreach(op: str) -> bool:
+    """Foreach ops whose Python kernel's preparation depends on the call's scalar lists' types
+    only, never their values (pow with a list of exponents picks its kernel by each value)."""
+    from .triton_ops import _foreach
+
+    return op in _foreach.OPS and op not in _foreach.VALUE_DEPENDENT
+
+
 def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Callable]):
-    """Puts the C++ kernel in front of each replayable op of `ops`.
+    """Puts the C++ kernel in front of each replayable op of `ops` (pointwise and foreach).
 
     `backend` is the chip's extension module; `kernel_of(op)` the Python kernel the
     mirror op runs. Returns (the ops fronted, the mirror libraries to keep alive, why
@@ -74,7 +82,14 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
         implementations.impl(mirror, recording, "PrivateUse1")
         backend._register_fast_triton_op(name, overload, f"{namespace}::{mirror}")
         fronted.add(op)
-    log.debug("torch_fl: %s: %d pointwise op(s) launched from C++", chip, len(fronted))
+    if hasattr(backend, "_register_fast_foreach_op"):
+        for op in sorted(o for o in ops if replayable_foreach(o)):
+            name, _, overload = op.partition(".")
+            mirror, _ = define_mirror(definitions, op)
+            implementations.impl(mirror, outside_dynamo(_recording_foreach(kernel_of(op), backend)), "PrivateUse1")
+            backend._register_fast_foreach_op(name, overload, f"{namespace}::{mirror}")
+            fronted.add(op)
+    log.debug("torch_fl: %s: %d pointwise and foreach op(s) launched from C++", chip, len(fronted))
     return fronted, [definitions, implementations], ""
 
 
@@ -111,15 +126,76 @@ def _recording(kernel: Callable, arg_names: list[str], inplace: bool, backend) -
     return run
 
 
+def _recording_foreach(kernel: Callable, backend) -> Callable:
+    """The mirror op's kernel for a foreach op: `kernel`, reporting its launch to the C++
+    kernel when it made exactly one table launch (which the C++ side checks row by row
+    against the call's arguments before it replays it)."""
+    from .triton_ops._common import CAPTURE as capture, TableLaunch
+
+    def run(*args, **kwargs):
+        outer = capture.launches
+        capture.launches = launches = []
+        try:
+            result = kernel(*args, **kwargs)
+        finally:
+            capture.launches = outer
+            if outer is not None:
+                outer.append(None)
+        if len(launches) == 1 and isinstance(launches[0], TableLaunch):
+            launch = launches[0]
+            params = _table_parameters(launch)
+            if params is not None:
+                meta = launch.kernel.metadata
+                recorded, why = backend._record_foreach_launch(
+                    launch.kernel.function, 32 * meta.num_warps, meta.shared, launch.rows, launch.chunk, params)
+                if not recorded:
+                    log.debug("torch_fl: foreach launch not recorded for C++ replay: %s", why)
+        return result
+
+    run.__name__ = getattr(kernel, "__name__", "triton_kernel") + "_recorded"
+    return run
+
+
+def _table_parameters(launch) -> list[tuple[int, int, int]] | None:
+    """A table launch's kernel parameters as (source, value, bytes): the table (given the
+    output's source code), then integer constants; None for what a replay does not set up."""
+    kernel = launch.kernel
+    if not _plain_launch(kernel):
+        return None
+    params = []
+    for position, kind in enumerate(kernel.src.signature.values()):
+        if kind == "constexpr":
+            continue
+        if position >= len(launch.values) or not isinstance(kind, str):
+            return None
+        value = launch.values[position]
+        if kind.startswith("*"):
+            if position != 0:
+                return None
+            params.append((_OUT, 0, 8))
+        elif kind in _INT_BYTES:
+            value = int(value)
+            params.append((_CONSTANT, value - (1 << 64) if value >= 1 << 63 else value, _INT_BYTES[kind]))
+        else:
+            return None
+    return params
+
+
+def _plain_launch(kernel) -> bool:
+    """Whether a compiled kernel launches with nothing but its grid, block, shared memory and
+    parameters (what both C++ replays set up)."""
+    meta = kernel.metadata
+    return not (getattr(meta, "num_ctas", 1) != 1 or getattr(meta, "launch_cooperative_grid", False)
+                or getattr(meta, "launch_pdl", False) or getattr(meta, "global_scratch_size", 0)
+                or getattr(meta, "profile_scratch_size", 0) or not kernel.function)
+
+
 def _parameters(launch, out, args, kwargs, positions) -> list[tuple[int, int, int]] | None:
     """The launch's kernel parameters as (source, value, bytes), in the order the compiled
     kernel takes them (Triton's launcher: the signature's entries that are not compile-time
     constants), or None when one cannot be replayed from the call's arguments."""
     kernel = launch.kernel
-    meta = kernel.metadata
-    if (getattr(meta, "num_ctas", 1) != 1 or getattr(meta, "launch_cooperative_grid", False)
-            or getattr(meta, "launch_pdl", False) or getattr(meta, "global_scratch_size", 0)
-            or getattr(meta, "profile_scratch_size", 0) or not kernel.function):
+    if not _plain_launch(kernel):
         return None  # launch features the C++ replay does not set up
     params = []
     for position, kind in enumerate(kernel.src.signature.values()):

@@ -302,9 +302,9 @@ def test_tables_upload_to_the_chip_from_pinned_memory_without_waiting(monkeypatc
         tensors = [v for t in range(1 + i % 5) for v in (4096 * (t + 1), 8 * t, i, 0, 0, 1000 + 20000 * t + i)]
         uploads.append((_foreach._table(tensors, torch.device("cpu")), _foreach._table(tensors, chip)))
     assert pinned == [False, True] * 24  # the CPU's tables stay pageable
-    for (expected, rows), (got, got_rows) in uploads:
+    for (expected, rows, host), (got, got_rows, got_host) in uploads:
         assert got.device.type == "npu" and got_rows == rows
-        assert torch.equal(got.cpu(), expected)
+        assert torch.equal(got.cpu(), expected) and torch.equal(got_host, expected) and host is expected
 
 
 @pytest.mark.skipif(DEVICE != "cpu" or not _npu_ok(), reason="npu backend not available")

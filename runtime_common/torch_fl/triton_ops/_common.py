@@ -231,6 +231,16 @@ class DenseLaunch(NamedTuple):
     elements_per_program: int
 
 
+class TableLaunch(NamedTuple):
+    """One launch of _foreach.foreach_pointwise_kernel: the compiled kernel, its parameter
+    values in order (the table, then integers), the table's rows on the host, and how many
+    elements of a tensor one row covers."""
+    kernel: object
+    values: tuple
+    rows: torch.Tensor
+    chunk: int
+
+
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 # pointwise_dense_kernel's operand kinds (_dense_operand in _kernels.py)
 _DENSE, _ZERO_DIM, _IMMEDIATE, _IMMEDIATE_FLOAT = 0, 1, 2, 3

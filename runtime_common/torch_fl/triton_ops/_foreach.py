@@ -31,7 +31,7 @@ from . import _pointwise
 from . import _kernels as K
 from . import _launch
 from . import family_ops
-from ._common import (FILLS, compute_code, dense_operands, dtype_code, empty, fill_into, launch_pointwise, scalar_bits,
+from ._common import (CAPTURE, FILLS, TableLaunch, compute_code, dense_operands, dtype_code, empty, fill_into, launch_pointwise, scalar_bits,
                       shape_of)
 
 OPS = family_ops("foreach")
@@ -40,7 +40,7 @@ from ._kernels import BF16, F16, F32, F64, I8, I16, I32, I64, U8, _apply, _dense
 _ROW = 8             # int64 fields of a table row: out, four operands, start, end, unused
 _CHUNK = 16 * 1024   # elements per row: enough rows for every SM when tensors are few
 _BLOCK = 1024
-_TABLE_CACHE: dict[tuple, torch.Tensor] = {}
+_TABLE_CACHE: dict[tuple, tuple] = {}  # (device, the group's ints) -> _table's result
 _TABLE_CACHE_SIZE = 32
 # Element dtypes a table pointer can be cast to (bool and complex take the per-tensor paths).
 _POINTER_DTYPES = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
@@ -226,14 +226,16 @@ def _launch_groups(groups: dict, device: torch.device) -> None:
             if len(_TABLE_CACHE) >= _TABLE_CACHE_SIZE:
                 _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
             _TABLE_CACHE[key] = cached
-        table, rows = cached
+        table, rows, host_rows = cached
         nin = len(kinds)
         kinds = kinds + (0,) * (4 - nin)
         dtypes = dtypes + (0,) * (4 - nin)
         bits = [scalar_bits(float(v), torch.float64)[0] for v in params] + [0] * (3 - len(params))
-        foreach_pointwise_kernel[(rows,)](
+        kernel = foreach_pointwise_kernel[(rows,)](
             table, *bits, OP=K.OP_ID[op], NIN=nin, CDT=cdt, ODT=odt, DA=dtypes[0], DB=dtypes[1], DC=dtypes[2],
             DD=dtypes[3], KA=kinds[0], KB=kinds[1], KC=kinds[2], KD=kinds[3], BLOCK=_BLOCK)
+        if CAPTURE.launches is not None:
+            CAPTURE.launches.append(TableLaunch(kernel, (table, *bits), host_rows, _CHUNK))
         del tensors[:]
 
 
@@ -241,9 +243,9 @@ def _launch_groups(groups: dict, device: torch.device) -> None:
 _TENSOR = 6
 
 
-def _table(tensors: list, device: torch.device) -> tuple[torch.Tensor, int]:
+def _table(tensors: list, device: torch.device) -> tuple[torch.Tensor, int, torch.Tensor]:
     """The kernel's table (one _ROW-int row per _CHUNK elements of each tensor) on `device`,
-    and its row count. Expanded from the per-tensor list with tensor ops, not per row in
+    its row count and its host copy (what a C++ replay is recorded from). Expanded from the per-tensor list with tensor ops, not per row in
     Python: ResNet-50's 161 parameters make ~1,600 rows."""
     info = torch.tensor(tensors, dtype=torch.int64).view(-1, _TENSOR)
     n = info[:, 5]
@@ -260,7 +262,7 @@ def _table(tensors: list, device: torch.device) -> tuple[torch.Tensor, int]:
     rows[:, :5] = info[owner, :5]
     rows[:, 5] = start
     rows[:, 6] = torch.minimum(start + _CHUNK, n[owner])
-    return rows.to(device, non_blocking=on_chip), len(owner)
+    return rows.to(device, non_blocking=on_chip), len(owner), rows
 
 
 def _add_rows(tensors: list, out: torch.Tensor, dense) -> None:
@@ -447,6 +449,9 @@ def _make(op_name: str) -> Callable:
 
 
 KERNELS: dict[str, Callable] = {op: _make(op) for op in OPS}
+# Ops whose preparation reads the values of a scalar list, not only their types (pow picks
+# square, sqrt, ... by each exponent): a C++ replay, keyed on the types, would not (_triton_fast).
+VALUE_DEPENDENT = frozenset({"_foreach_pow.ScalarList", "_foreach_pow_.ScalarList"})
 
 # Compiled mode: launches skip Triton's per-call argument binding (_launch.py).
 _launch.install(globals())

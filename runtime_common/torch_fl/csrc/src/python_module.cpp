@@ -9,6 +9,7 @@
 #include <torch_fl/host_allocator.h>
 #include <torch_fl/python_module.h>
 #include <torch_fl/streams.h>
+#include <torch_fl/cuda_launch.h>
 #include <torch_fl/triton_launch.h>
 
 #include <torch/csrc/Exceptions.h>
@@ -244,7 +245,7 @@ void bind_backend(py::module_& m) {
   // Triton kernels launched from C++ (torch_fl/_triton_fast.py, triton_launch.h).
   m.def("_triton_launch_available", [] {
     std::string why_not;
-    const bool available = triton_launch_available(&why_not);
+    const bool available = cuda_launch_available(&why_not);
     return py::make_tuple(available, why_not);
   });
   m.def("_register_fast_triton_op", &register_fast_triton_op, py::arg("name"), py::arg("overload"),
@@ -259,6 +260,20 @@ void bind_backend(py::module_& m) {
           std::string why_not;
           const bool recorded = record_triton_launch(out, inplace, function, threads, shared_bytes,
                                                      elements_per_program, launch_args, &why_not);
+          return py::make_tuple(recorded, why_not);
+        });
+  m.def("_register_fast_foreach_op", &register_fast_foreach_op, py::arg("name"), py::arg("overload"),
+        py::arg("mirror"));
+  m.def("_record_foreach_launch",
+        [](uintptr_t function, int64_t threads, int64_t shared_bytes, const at::Tensor& rows, int64_t chunk,
+           const std::vector<std::tuple<int64_t, int64_t, int>>& params) {
+          std::vector<LaunchArg> launch_params;
+          for (const auto& [source, value, bytes] : params) {
+            launch_params.push_back({static_cast<LaunchArgSource>(source), value, bytes});
+          }
+          std::string why_not;
+          const bool recorded = record_foreach_launch(function, threads, shared_bytes, rows, chunk, launch_params,
+                                                      &why_not);
           return py::make_tuple(recorded, why_not);
         });
   m.def("_fast_triton_stats", [] {

@@ -1,5 +1,6 @@
 #include <torch_fl/triton_launch.h>
 
+#include <torch_fl/cuda_launch.h>
 #include <torch_fl/driver.h>
 #include <torch_fl/fallback.h>
 #include <torch_fl/streams.h>
@@ -9,8 +10,6 @@
 #include <c10/core/DefaultDtype.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
-
-#include <dlfcn.h>
 
 #include <atomic>
 #include <cstring>
@@ -24,46 +23,6 @@
 namespace torch_fl {
 
 namespace {
-
-// The three CUDA driver entry points a replay needs, from the driver library Triton
-// itself launches through (no link-time dependency: chips that never launch compiled
-// Triton kernels never load it).
-struct CudaDriver {
-  using LaunchKernel = int (*)(void* function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
-                               unsigned block_y, unsigned block_z, unsigned shared_bytes, void* stream,
-                               void** params, void** extra);
-  using GetErrorString = int (*)(int status, const char** text);
-  using CtxGetCurrent = int (*)(void** context);
-  using FuncGetParamInfo = int (*)(void* function, size_t index, size_t* offset, size_t* bytes);
-  LaunchKernel launch_kernel = nullptr;
-  GetErrorString get_error_string = nullptr;
-  CtxGetCurrent ctx_get_current = nullptr;
-  FuncGetParamInfo func_get_param_info = nullptr;  // CUDA 12.4+: a kernel's parameter sizes
-  std::string load_error;
-};
-
-const CudaDriver& cuda_driver() {
-  static const CudaDriver* driver = [] {
-    auto* d = new CudaDriver();
-    void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (library == nullptr) {
-      const char* why = dlerror();
-      d->load_error = std::string("cannot load libcuda.so.1: ") + (why ? why : "unknown error");
-      return d;
-    }
-    d->launch_kernel = reinterpret_cast<CudaDriver::LaunchKernel>(dlsym(library, "cuLaunchKernel"));
-    d->get_error_string = reinterpret_cast<CudaDriver::GetErrorString>(dlsym(library, "cuGetErrorString"));
-    d->ctx_get_current = reinterpret_cast<CudaDriver::CtxGetCurrent>(dlsym(library, "cuCtxGetCurrent"));
-    d->func_get_param_info = reinterpret_cast<CudaDriver::FuncGetParamInfo>(dlsym(library, "cuFuncGetParamInfo"));
-    if (!d->launch_kernel || !d->get_error_string || !d->ctx_get_current || !d->func_get_param_info) {
-      d->load_error =
-          "libcuda.so.1 lacks cuLaunchKernel, cuGetErrorString, cuCtxGetCurrent or cuFuncGetParamInfo (CUDA 12.4+)";
-      d->launch_kernel = nullptr;
-    }
-    return d;
-  }();
-  return *driver;
-}
 
 constexpr size_t kMaxLaunchArgs = 40;
 constexpr size_t kMaxRecipesPerOp = 512;
@@ -196,13 +155,6 @@ bool call_key(const torch::jit::Stack& stack, size_t first, size_t count, KeyWri
   return true;
 }
 
-[[noreturn]] void launch_failed(const std::string& op, int status) {
-  const char* text = nullptr;
-  cuda_driver().get_error_string(status, &text);
-  TORCH_CHECK(false, "torch_fl: launching the Triton kernel of aten::", op, " from C++ failed: ",
-              text ? text : "unknown error", " (CUDA error ", status, "; TORCH_FL_TRITON_CPP_LAUNCH=0 launches from Python)");
-}
-
 // The call a FastTritonKernel sent to the Python kernel, on this thread: what the
 // recording needs to check the launch against. Nested calls stack (`previous`).
 struct PendingCall {
@@ -287,13 +239,9 @@ class FastTritonKernel final : public c10::OperatorKernel {
 
  private:
   bool replay(const Recipe& recipe, torch::jit::Stack* stack, size_t first, size_t count, const CallFacts& facts) {
-    const CudaDriver& driver = cuda_driver();
     const at::Tensor& device_source = *facts.device_source;
     const c10::DeviceIndex device = device_source.device().index();
-    // The kernel was loaded in this device's context, which must be current (the Python
-    // path launches on the current device, and would make it so).
-    void* context = nullptr;
-    if (current_device() != device || driver.ctx_get_current(&context) != 0 || context == nullptr) return false;
+    if (!launch_context_ready(device)) return false;
     at::Tensor out;
     if (recipe.inplace) {
       out = (*stack)[first].toTensor();
@@ -327,10 +275,8 @@ class FastTritonKernel final : public c10::OperatorKernel {
       params[i] = &values[i];
     }
     const int64_t programs = (n + recipe.elements_per_program - 1) / recipe.elements_per_program;
-    void* stream = native_stream(current_stream(device));
-    const int status = driver.launch_kernel(recipe.function, static_cast<unsigned>(programs), 1, 1, recipe.threads,
-                                            1, 1, recipe.shared_bytes, stream, params, nullptr);
-    if (status != 0) launch_failed(op_, status);
+    launch_compiled_kernel(op_, recipe.function, programs, recipe.threads, recipe.shared_bytes,
+                           native_stream(current_stream(device)), params);
     torch::jit::drop(*stack, count);
     stack->emplace_back(std::move(out));
     return true;
@@ -347,15 +293,9 @@ class FastTritonKernel final : public c10::OperatorKernel {
 
 }  // namespace
 
-bool triton_launch_available(std::string* why_not) {
-  const CudaDriver& driver = cuda_driver();
-  if (driver.launch_kernel == nullptr && why_not != nullptr) *why_not = driver.load_error;
-  return driver.launch_kernel != nullptr;
-}
-
 void register_fast_triton_op(const std::string& name, const std::string& overload, const std::string& mirror) {
   std::string why;
-  TORCH_CHECK(triton_launch_available(&why), "torch_fl: cannot launch Triton kernels from C++: ", why);
+  TORCH_CHECK(cuda_launch_available(&why), "torch_fl: cannot launch Triton kernels from C++: ", why);
   auto mirror_op = c10::Dispatcher::singleton().findSchemaOrThrow(mirror.c_str(), "");
   const std::string op = overload.empty() ? name : name + "." + overload;
   auto kernel = std::make_unique<FastTritonKernel>(op, mirror_op);
@@ -410,21 +350,17 @@ bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t functio
   // passes them after the signature's: global and, since Triton 3.5, profile scratch),
   // null here since the Python side only records kernels that need no scratch memory.
   std::vector<LaunchArg> all_args = args;
-  const CudaDriver& driver = cuda_driver();
-  size_t index = 0;
-  for (;; ++index) {
-    size_t offset = 0;
-    size_t bytes = 0;
-    if (driver.func_get_param_info(reinterpret_cast<void*>(function), index, &offset, &bytes) != 0) break;
+  std::vector<int> sizes;
+  if (!kernel_parameter_sizes(function, kMaxLaunchArgs, &sizes)) return refuse("too many kernel parameters");
+  if (sizes.size() < args.size()) return refuse("the kernel takes fewer parameters than its signature lists");
+  for (size_t index = 0; index < sizes.size(); ++index) {
     if (index < args.size()) {
-      if (bytes != static_cast<size_t>(args[index].bytes)) return refuse("a parameter's size differs from the kernel's");
+      if (sizes[index] != args[index].bytes) return refuse("a parameter's size differs from the kernel's");
     } else {
-      if (bytes != 8) return refuse("the kernel takes parameters beyond its signature that are not pointers");
+      if (sizes[index] != 8) return refuse("the kernel takes parameters beyond its signature that are not pointers");
       all_args.push_back({LaunchArgSource::kConstant, 0, 8});
     }
-    if (index >= kMaxLaunchArgs) return refuse("too many kernel parameters");
   }
-  if (index < args.size()) return refuse("the kernel takes fewer parameters than its signature lists");
   Recipe recipe;
   recipe.function = reinterpret_cast<void*>(function);
   recipe.threads = static_cast<unsigned>(threads);
@@ -439,8 +375,8 @@ bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t functio
 }
 
 std::vector<FastTritonStats> fast_triton_stats() {
+  std::vector<FastTritonStats> all = fast_foreach_stats();
   std::lock_guard<std::mutex> lock(kernels_mutex());
-  std::vector<FastTritonStats> all;
   for (FastTritonKernel* kernel : kernels()) all.push_back(kernel->stats());
   return all;
 }

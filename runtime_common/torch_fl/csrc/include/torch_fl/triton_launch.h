@@ -1,4 +1,5 @@
-// Triton kernels launched from C++ (compile mode on a CUDA chip, e.g. `nvgpu`).
+// Triton kernels launched from C++ (compile mode on a CUDA chip, e.g. `nvgpu`): the
+// pointwise ops (triton_launch.cpp) and the foreach family (triton_foreach_launch.cpp).
 //
 // An op on the `triton` step is a Python kernel: each call crosses into Python, prepares
 // its operands and launches the compiled kernel, 25-35 us of host time where torch.cuda
@@ -34,9 +35,6 @@ struct LaunchArg {
   int bytes;  // the kernel parameter's size: 1, 2, 4 or 8
 };
 
-// Whether the CUDA driver could be loaded (libcuda.so.1); the reason when not.
-bool triton_launch_available(std::string* why_not);
-
 // Puts the C++ kernel in front of aten `name.overload` at PrivateUse1; calls it cannot
 // replay go to `mirror` (a "namespace::name" op with the same schema, whose PrivateUse1
 // kernel is the Python one).
@@ -49,6 +47,21 @@ bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t functio
                           int64_t shared_bytes, int64_t elements_per_program, const std::vector<LaunchArg>& args,
                           std::string* why_not);
 
+// The foreach family (triton_foreach_launch.cpp): a C++ kernel in front of aten `name.overload`
+// replays the one table launch (torch_fl/triton_ops/_foreach.py) its Python kernel made for a
+// call with the same key, building the table for the call's own tensors.
+void register_fast_foreach_op(const std::string& name, const std::string& overload, const std::string& mirror);
+
+// Called by the Python kernel of a foreach call the C++ kernel sent it: its table launch.
+// `rows` is the table on the host (int64, one row of kForeachRowFields per chunk of
+// `chunk` elements of a tensor: output, four operand fields, start, end, unused);
+// `params` the kernel's parameters, the first the table's pointer (its source kOut), the
+// others constants. What each row field is made of is worked out from the call's
+// arguments when the call returns; a launch it cannot be worked out for is not replayed.
+constexpr int64_t kForeachRowFields = 8;
+bool record_foreach_launch(uintptr_t function, int64_t threads, int64_t shared_bytes, const at::Tensor& rows,
+                           int64_t chunk, const std::vector<LaunchArg>& params, std::string* why_not);
+
 // Per op: calls replayed in C++ and calls sent to the Python kernel.
 struct FastTritonStats {
   std::string op;
@@ -56,6 +69,7 @@ struct FastTritonStats {
   int64_t to_python;
   int64_t recipes;
 };
-std::vector<FastTritonStats> fast_triton_stats();
+std::vector<FastTritonStats> fast_triton_stats();  // pointwise and foreach
+std::vector<FastTritonStats> fast_foreach_stats();
 
 }  // namespace torch_fl
