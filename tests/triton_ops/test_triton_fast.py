@@ -411,6 +411,7 @@ def test_replays_on_the_current_stream_and_in_backward():
 def test_turned_off_by_environment():
     proc = run_python("""
         import json, torch, torch_fl_nvgpu
+        torch_fl_nvgpu._register()  # beside CUDA the chip registers when asked (torch_fl.coexistence)
         x = torch.randn(1000)
         ok = torch.equal((x.to("nvgpu") + 1).cpu(), x + 1)
         print(json.dumps({"status": torch_fl_nvgpu.triton_status, "ok": ok,

@@ -189,7 +189,7 @@ def stand_in_driver(tmp_path_factory):
     return folder
 
 
-def test_foreach_replay_from_cpp_through_the_dispatcher(stand_in_driver):
+def test_npu_foreach_replay_from_cpp_through_the_dispatcher(stand_in_driver):
     """torch._foreach_mul* on the NPU, fronted by the C++ kernel: the first call of a key runs
     the Python kernel and records its table launch; later ones are replayed in C++, with the
     table written for their own tensors (a new value per row from a scalar list, the second
