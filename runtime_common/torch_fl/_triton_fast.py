@@ -20,6 +20,8 @@ torch.profiler sees the replays' `cuLaunchKernel` and their kernels as usual.
 from __future__ import annotations
 
 import logging
+import struct
+import threading
 from typing import Callable, Iterable
 
 from . import env
@@ -50,8 +52,29 @@ def replayable_foreach(op: str) -> bool:
     return op in _foreach.OPS and op not in _foreach.VALUE_DEPENDENT
 
 
+# Families whose ops' Python kernels allocate, make views and launch through FastKernel, with
+# nothing else decided outside the call's key: their programs are replayed
+# (csrc/src/triton_program_launch.cpp). Never the random family: a replay would not advance
+# the generator.
+PROGRAM_FAMILIES = ("reductions", "softmax_norm", "rnn", "creation")
+
+
+def replayable_program(op: str) -> bool:
+    """Ops of PROGRAM_FAMILIES whose returns are tensors (at most 8; `equal` returns a bool)."""
+    from .triton_ops import _FAMILY_OF
+
+    if _FAMILY_OF.get(op) not in PROGRAM_FAMILIES:
+        return False
+    import torch
+
+    name, _, overload = op.partition(".")
+    returns = torch._C._get_schema("aten::" + name, overload).returns
+    return len(returns) <= 8 and all(str(r.type) == "Tensor" for r in returns)
+
+
 def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Callable]):
-    """Puts the C++ kernel in front of each replayable op of `ops` (pointwise and foreach).
+    """Puts the C++ kernel in front of each replayable op of `ops` (pointwise, foreach, and
+    the program families).
 
     `backend` is the chip's extension module; `kernel_of(op)` the Python kernel the
     mirror op runs. Returns (the ops fronted, the mirror libraries to keep alive, why
@@ -89,7 +112,14 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
             implementations.impl(mirror, outside_dynamo(_recording_foreach(kernel_of(op), backend)), "PrivateUse1")
             backend._register_fast_foreach_op(name, overload, f"{namespace}::{mirror}")
             fronted.add(op)
-    log.debug("torch_fl: %s: %d pointwise and foreach op(s) launched from C++", chip, len(fronted))
+    if hasattr(backend, "_register_fast_program_op"):
+        for op in sorted(o for o in ops if o not in fronted and replayable_program(o)):
+            name, _, overload = op.partition(".")
+            mirror, _ = define_mirror(definitions, op)
+            implementations.impl(mirror, outside_dynamo(_recording_program(kernel_of(op), backend)), "PrivateUse1")
+            backend._register_fast_program_op(name, overload, f"{namespace}::{mirror}")
+            fronted.add(op)
+    log.debug("torch_fl: %s: %d op(s) launched from C++", chip, len(fronted))
     return fronted, [definitions, implementations], ""
 
 
@@ -154,6 +184,96 @@ def _recording_foreach(kernel: Callable, backend) -> Callable:
 
     run.__name__ = getattr(kernel, "__name__", "triton_kernel") + "_recorded"
     return run
+
+
+def _recording_program(kernel: Callable, backend) -> Callable:
+    """The mirror op's kernel for a program op: `kernel`, each launch it makes through a
+    FastKernel reported to the C++ kernel recording the call (which voids the recording for
+    a launch made any other way, seen by Triton's launch hook)."""
+    from .triton_ops._launch import RECORDER
+
+    def report(compiled, grid, values):
+        params = _program_parameters(compiled, values)
+        if params is None:
+            refuse(f"{compiled.src.fn.__name__ if hasattr(compiled.src, 'fn') else 'a kernel'}: "
+                   "launch features or parameter types a replay does not set up")
+            return
+        meta = compiled.metadata
+        grid = tuple(grid) + (1,) * (3 - len(grid))
+        recorded, why = backend._record_program_launch(compiled.function, grid, 32 * meta.num_warps, meta.shared,
+                                                       params)
+        if not recorded:
+            log.debug("torch_fl: program not recorded for C++ replay: %s", why)
+
+    refuse = backend._refuse_program_recording
+
+    def run(*args, **kwargs):
+        outer = RECORDER.report, RECORDER.refuse
+        RECORDER.report, RECORDER.refuse = report, refuse
+        _launch_hook(True)
+        try:
+            return kernel(*args, **kwargs)
+        finally:
+            _launch_hook(False)
+            RECORDER.report, RECORDER.refuse = outer
+
+    run.__name__ = getattr(kernel, "__name__", "triton_kernel") + "_recorded"
+    return run
+
+
+_hook_lock = threading.Lock()
+_hook_users = 0
+
+
+def _unreported_launch(*_metadata):
+    """Triton's launch hook while a call records: a launch not made through a FastKernel
+    (autotuned, an unwrapped JITFunction) voids the recording of this thread's call."""
+    from .triton_ops._launch import RECORDER
+
+    if RECORDER.refuse is not None and not RECORDER.inside:
+        RECORDER.refuse("a Triton launch not made through FastKernel (autotuned, or an unwrapped JITFunction)")
+
+
+def _launch_hook(on: bool) -> None:
+    """Adds the hook while any thread records (it sends every launch through Triton's own
+    path, which calls hooks), removes it when none does."""
+    global _hook_users
+    from triton import knobs
+
+    with _hook_lock:
+        _hook_users += 1 if on else -1
+        if on and _hook_users == 1:
+            knobs.runtime.launch_enter_hook.add(_unreported_launch)
+        elif not on and _hook_users == 0:
+            knobs.runtime.launch_enter_hook.remove(_unreported_launch)
+
+
+def _program_parameters(kernel, values) -> list[tuple[bool, int, int]] | None:
+    """A launch's parameters as (is a pointer, address or value, bytes), in the compiled
+    kernel's order; None for what a replay does not set up."""
+    if not _plain_launch(kernel):
+        return None
+    params = []
+    for position, kind in enumerate(kernel.src.signature.values()):
+        if kind == "constexpr":
+            continue
+        if position >= len(values) or not isinstance(kind, str):
+            return None
+        value = values[position]
+        if kind.startswith("*"):
+            if not hasattr(value, "data_ptr"):
+                return None
+            params.append((True, value.data_ptr(), 8))
+        elif kind in _INT_BYTES:
+            value = int(value)
+            params.append((False, value - (1 << 64) if value >= 1 << 63 else value, _INT_BYTES[kind]))
+        elif kind == "fp32":
+            params.append((False, struct.unpack("<i", struct.pack("<f", float(value)))[0], 4))
+        elif kind == "fp64":
+            params.append((False, struct.unpack("<q", struct.pack("<d", float(value)))[0], 8))
+        else:
+            return None
+    return params
 
 
 def _table_parameters(launch) -> list[tuple[int, int, int]] | None:

@@ -53,6 +53,19 @@ def _hooked(runtime) -> bool:
     return False
 
 
+class _Recorder(threading.local):
+    """While the C++ kernel of a program op records a call on this thread
+    (torch_fl._triton_fast): `report(kernel, grid, values)` takes each launch made through a
+    FastKernel, `refuse(why)` one it cannot describe; `inside` is set while a FastKernel
+    launches, so that a launch seen by Triton's launch hook without it is one made elsewhere."""
+    report = None
+    refuse = None
+    inside = False
+
+
+RECORDER = _Recorder()
+
+
 class FastKernel:
     """`kernel[grid](...)` with a launch cache in front of a `triton.JITFunction`."""
 
@@ -66,6 +79,8 @@ class FastKernel:
         return lambda *args, **kwargs: self.run(grid, args, kwargs)
 
     def run(self, grid, args, kwargs):
+        if RECORDER.report is not None:
+            return self._run_reported(grid, args, kwargs)
         names = self._names
         extra = len(args) + len(kwargs) - len(names)
         if extra and extra != sum(1 for option in _OPTIONS if option in kwargs):
@@ -87,6 +102,22 @@ class FastKernel:
         g1 = grid[1] if len(grid) > 1 else 1
         g2 = grid[2] if len(grid) > 2 else 1
         kernel.run(grid[0], g1, g2, stream, kernel.function, kernel.packed_metadata, None, None, None, *full)
+        return kernel
+
+    def _run_reported(self, grid, args, kwargs):
+        """A launch while a call records: Triton's own path (the recording's launch hook is
+        set), then the launch with its parameter values in the kernel's order to the recorder."""
+        report = RECORDER.report
+        RECORDER.inside = True
+        try:
+            kernel = self.fn[grid](*args, **kwargs)
+        finally:
+            RECORDER.inside = False
+        names = self._names
+        if callable(grid) or any(n not in kwargs for n in names[len(args):]):
+            RECORDER.refuse(f"{self.__name__}: a launch with a grid function or a defaulted parameter")
+        else:
+            report(kernel, tuple(grid), args + tuple(kwargs[n] for n in names[len(args):]))
         return kernel
 
     def __repr__(self):

@@ -76,9 +76,15 @@ bool launch_context_ready(c10::DeviceIndex device) {
 
 void launch_compiled_kernel(const std::string& op, void* function, int64_t programs, unsigned threads,
                             unsigned shared_bytes, void* stream, void** params) {
+  launch_compiled_kernel_grid(op, function, {static_cast<unsigned>(programs), 1, 1}, threads, shared_bytes, stream,
+                              params);
+}
+
+void launch_compiled_kernel_grid(const std::string& op, void* function, const std::array<unsigned, 3>& grid,
+                                 unsigned threads, unsigned shared_bytes, void* stream, void** params) {
   const CudaDriver& driver = cuda_driver();
-  const int status = driver.launch_kernel(function, static_cast<unsigned>(programs), 1, 1, threads, 1, 1, shared_bytes,
-                                          stream, params, nullptr);
+  const int status = driver.launch_kernel(function, grid[0], grid[1], grid[2], threads, 1, 1, shared_bytes, stream,
+                                          params, nullptr);
   if (status == 0) return;
   const char* text = nullptr;
   driver.get_error_string(status, &text);

@@ -276,6 +276,26 @@ void bind_backend(py::module_& m) {
                                                       &why_not);
           return py::make_tuple(recorded, why_not);
         });
+  m.def("_register_fast_program_op", &register_fast_program_op, py::arg("name"), py::arg("overload"),
+        py::arg("mirror"));
+  m.def("_record_program_launch",
+        [](uintptr_t function, std::array<int64_t, 3> grid, int64_t threads, int64_t shared_bytes,
+           const std::vector<std::tuple<bool, int64_t, int>>& params) {
+          std::vector<ProgramLaunchParam> launch_params;
+          for (const auto& [pointer, value, bytes] : params) launch_params.push_back({pointer, value, bytes});
+          std::string why_not;
+          const bool recorded = record_program_launch(function, grid, threads, shared_bytes, launch_params, &why_not);
+          return py::make_tuple(recorded, why_not);
+        });
+  m.def("_fast_program_voids", [] {
+    py::dict voids;
+    for (const auto& [op, why, keys] : fast_program_voids()) {
+      if (!voids.contains(op)) voids[py::str(op)] = py::dict();
+      voids[py::str(op)].cast<py::dict>()[py::str(why)] = keys;
+    }
+    return voids;
+  });
+  m.def("_refuse_program_recording", [](const std::string& why) { refuse_program_recording(why); });
   m.def("_fast_triton_stats", [] {
     py::dict stats;
     for (const auto& entry : fast_triton_stats()) {

@@ -376,6 +376,7 @@ bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t functio
 
 std::vector<FastTritonStats> fast_triton_stats() {
   std::vector<FastTritonStats> all = fast_foreach_stats();
+  for (auto& entry : fast_program_stats()) all.push_back(std::move(entry));
   std::lock_guard<std::mutex> lock(kernels_mutex());
   for (FastTritonKernel* kernel : kernels()) all.push_back(kernel->stats());
   return all;

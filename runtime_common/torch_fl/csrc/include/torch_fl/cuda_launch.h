@@ -6,6 +6,7 @@
 
 #include <c10/core/Device.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -29,5 +30,9 @@ bool launch_context_ready(c10::DeviceIndex device);
 // parameter's value. A failure raises, naming `op`.
 void launch_compiled_kernel(const std::string& op, void* function, int64_t programs, unsigned threads,
                             unsigned shared_bytes, void* stream, void** params);
+
+// The same on a grid of up to three dimensions.
+void launch_compiled_kernel_grid(const std::string& op, void* function, const std::array<unsigned, 3>& grid,
+                                 unsigned threads, unsigned shared_bytes, void* stream, void** params);
 
 }  // namespace torch_fl

@@ -15,8 +15,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace torch_fl {
@@ -62,6 +64,29 @@ constexpr int64_t kForeachRowFields = 8;
 bool record_foreach_launch(uintptr_t function, int64_t threads, int64_t shared_bytes, const at::Tensor& rows,
                            int64_t chunk, const std::vector<LaunchArg>& params, std::string* why_not);
 
+// Ops whose Python kernel allocates, makes views and launches several kernels (reductions,
+// softmax and the norms, the fused RNN cells, creation; triton_program_launch.cpp): a C++
+// kernel in front of aten `name.overload` replays the program its Python kernel ran for a
+// call with the same key (shapes, strides, dtypes, scalars), recorded while that kernel ran.
+void register_fast_program_op(const std::string& name, const std::string& overload, const std::string& mirror);
+
+// One parameter of a launch a recorded Python kernel made: a pointer (its address) or a
+// constant (integer, or a float's bits), of `bytes` bytes.
+struct ProgramLaunchParam {
+  bool pointer;
+  int64_t value;
+  int bytes;
+};
+
+// Called for every launch the Python kernel of a recorded call makes (through FastKernel).
+// Returns false when no call is recording on this thread or the launch cannot be replayed,
+// which voids the call's recording (the reason in `why_not`).
+bool record_program_launch(uintptr_t function, const std::array<int64_t, 3>& grid, int64_t threads,
+                           int64_t shared_bytes, const std::vector<ProgramLaunchParam>& params, std::string* why_not);
+
+// Voids the recording in progress on this thread (a launch the Python side cannot report).
+void refuse_program_recording(const std::string& why);
+
 // Per op: calls replayed in C++ and calls sent to the Python kernel.
 struct FastTritonStats {
   std::string op;
@@ -69,7 +94,10 @@ struct FastTritonStats {
   int64_t to_python;
   int64_t recipes;
 };
-std::vector<FastTritonStats> fast_triton_stats();  // pointwise and foreach
+std::vector<FastTritonStats> fast_triton_stats();  // every family
 std::vector<FastTritonStats> fast_foreach_stats();
+std::vector<FastTritonStats> fast_program_stats();
+// Per program op: why its void keys were never replayed, (op, reason, keys).
+std::vector<std::tuple<std::string, std::string, int64_t>> fast_program_voids();
 
 }  // namespace torch_fl
