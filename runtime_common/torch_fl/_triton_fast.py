@@ -52,15 +52,18 @@ def replayable_foreach(op: str) -> bool:
     return op in _foreach.OPS and op not in _foreach.VALUE_DEPENDENT
 
 
-# Families whose ops' Python kernels allocate, make views and launch through FastKernel, with
-# nothing else decided outside the call's key: their programs are replayed
-# (csrc/src/triton_program_launch.cpp). Never the random family: a replay would not advance
-# the generator.
-PROGRAM_FAMILIES = ("reductions", "softmax_norm", "rnn", "creation")
+# Families whose ops' Python kernels allocate, make views and launch through FastKernel: their
+# programs are recorded and replayed (csrc/src/triton_program_launch.cpp), and a kernel that does
+# anything else for a key (reads a value back, runs another op, launches outside FastKernel) is
+# seen doing it and never replayed for that key. Not the random family, nor any op taking a
+# generator: a replay would not advance it. Not matmul or linalg (autotuned launches, the
+# matmul precision flags), fft or complex (compositions of other chip ops).
+PROGRAM_FAMILIES = ("reductions", "softmax_norm", "rnn", "creation", "nn", "index", "gather", "select", "special")
 
 
 def replayable_program(op: str) -> bool:
-    """Ops of PROGRAM_FAMILIES whose returns are tensors (at most 8; `equal` returns a bool)."""
+    """Ops of PROGRAM_FAMILIES without a generator argument whose returns are tensors (at most
+    8; `equal` returns a bool)."""
     from .triton_ops import _FAMILY_OF
 
     if _FAMILY_OF.get(op) not in PROGRAM_FAMILIES:
@@ -68,8 +71,10 @@ def replayable_program(op: str) -> bool:
     import torch
 
     name, _, overload = op.partition(".")
-    returns = torch._C._get_schema("aten::" + name, overload).returns
-    return len(returns) <= 8 and all(str(r.type) == "Tensor" for r in returns)
+    schema = torch._C._get_schema("aten::" + name, overload)
+    if any("Generator" in str(a.type) for a in schema.arguments):
+        return False
+    return len(schema.returns) <= 8 and all(str(r.type) == "Tensor" for r in schema.returns)
 
 
 def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Callable]):

@@ -140,13 +140,24 @@ def kernel_of(op):
         launch(SCALE, SCALE_SIG, 1, x, x, x.numel(), 2.0)
         return x
 
+    def joined(tensors, dim=0):
+        python_calls.append(op)
+        out = torch.empty(sum(t.numel() for t in tensors), device=tensors[0].device)
+        start = 0
+        for t in tensors:   # each into a view of the output: a pointer at an offset in an allocation
+            launch(SCALE, SCALE_SIG, 1, out[start:start + t.numel()], t, t.numel(), 1.0)
+            start += t.numel()
+        return out
+
     if op == "tril_":
         return doubled_in_place
+    if op == "cat":
+        return joined
     if op in ("amax", "prod.dim_int"):
         return lambda x, dim, keepdim=False, **_: twice_row_sums(x, dim, keepdim)
     return twice_row_sums
 
-ops = ["sum.dim_IntList", "mean.dim", "amax", "prod.dim_int", "tril_", "equal"]
+ops = ["sum.dim_IntList", "mean.dim", "amax", "prod.dim_int", "tril_", "cat", "equal"]
 fronted, libraries, why = _triton_fast.front("npu", ops, C, kernel_of)
 result = {"fronted": sorted(fronted), "why": why}
 
@@ -182,6 +193,9 @@ y = a.to("npu")
 for _ in range(3):
     y.tril_()                       # returns its argument: replayed in place
 checks["in_place"] = torch.equal(host(y), 8 * a)
+parts = [[torch.arange(5.0) + 10 * i, torch.arange(7.0) - i] for i in range(3)]
+joins = [torch.cat([p.to("npu") for p in pair]) for pair in parts]   # a tensor list: its elements' own pointers
+checks["tensor_list"] = all(torch.equal(host(j), torch.cat(pair)) for j, pair in zip(joins, parts))
 result["checks"] = checks
 result["stats"] = {k: v for k, v in C._fast_triton_stats().items() if k in ops}
 result["voids"] = C._fast_program_voids()
@@ -222,9 +236,10 @@ def test_npu_program_replay_from_cpp_through_the_dispatcher(stand_in_driver):
     storage), a fresh scratch and output, the recorded grid and constants. A recording whose
     kernel ran another op, launched outside FastKernel or passed a pointer into memory the call
     neither got nor allocated is void: those calls always take Python, and answer right. An op
-    returning its argument is replayed in place; `equal` (a bool) is not fronted."""
+    returning its argument is replayed in place, one taking a tensor list with each element's own
+    pointer; `equal` (a bool) is not fronted."""
     r = _run_replay_script(stand_in_driver)
-    assert r["fronted"] == ["amax", "mean.dim", "prod.dim_int", "sum.dim_IntList", "tril_"], r["why"]
+    assert r["fronted"] == ["amax", "cat", "mean.dim", "prod.dim_int", "sum.dim_IntList", "tril_"], r["why"]
     checks = r["checks"]
     assert checks.pop("keepdim") == [[3, 1], True]
     assert checks.pop("other_shape") == [True, True]
@@ -237,8 +252,9 @@ def test_npu_program_replay_from_cpp_through_the_dispatcher(stand_in_driver):
         "amax": {"replayed": 0, "to_python": 3, "recipes": 0},
         "prod.dim_int": {"replayed": 0, "to_python": 3, "recipes": 0},
         "tril_": {"replayed": 2, "to_python": 1, "recipes": 1},
+        "cat": {"replayed": 2, "to_python": 1, "recipes": 1},
     }, r["stats"]
-    assert r["python_calls"] == {"sum.dim_IntList": 3, "mean.dim": 4, "amax": 3, "prod.dim_int": 3, "tril_": 1}
+    assert r["python_calls"] == {"sum.dim_IntList": 3, "mean.dim": 4, "amax": 3, "prod.dim_int": 3, "tril_": 1, "cat": 1}
     assert r["voids"] == {
         "mean.dim": {"the Python kernel ran aten::abs, which a replay would not run": 1},
         "amax": {"a Triton launch not made through FastKernel (autotuned, or an unwrapped JITFunction)": 1},

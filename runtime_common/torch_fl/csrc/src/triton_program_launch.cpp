@@ -68,48 +68,58 @@ struct KeyWriter {
   }
 };
 
-// The key of a call: everything the Python preparation can read without running an op.
-// Per chip tensor: dtype, device, sizes, strides, the address's low four bits (Triton
-// specialises pointers on 16-byte alignment; a pointer into the tensor keeps its offset)
-// and which earlier argument shares its storage, at what distance. Per scalar, int list,
-// dtype or string: its value. Then the default dtype and the deterministic-algorithms flag.
-// False: a call never replayed (a CPU tensor, a tensor list, a generator, ...).
-bool program_key(const torch::jit::Stack& stack, size_t first, size_t count, KeyWriter* key,
-                 const at::Tensor** device_source) {
-  std::array<const at::Tensor*, 16> tensors{};
-  size_t ntensors = 0;
+// The chip tensors of a call, in argument order, a tensor list's elements in place: what a
+// recorded pointer or returned argument refers to (`Param::index`, `Output::index`).
+constexpr size_t kMaxSlots = 32;
+struct Slots {
+  std::array<const at::Tensor*, kMaxSlots> tensors{};
+  size_t count = 0;
+};
+
+// Adds one chip tensor to the key: dtype, device, sizes, strides, the address's low four
+// bits (Triton specialises pointers on 16-byte alignment; a pointer into the tensor keeps its
+// offset) and which earlier tensor shares its storage, at what distance.
+bool key_tensor(const at::Tensor& t, KeyWriter* key, Slots* slots) {
+  if (t.device().type() != c10::DeviceType::PrivateUse1 || t.is_conj() || t.is_neg() || !t.has_storage() ||
+      slots->count == kMaxSlots) {
+    return false;
+  }
+  key->put('T');
+  key->put(static_cast<int8_t>(t.scalar_type()));
+  key->put(static_cast<int8_t>(t.device().index()));
+  key->put_ints(t.sizes());
+  key->put_ints(t.strides());
+  const auto address = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+  key->put(static_cast<uint8_t>(address & 15));
+  int8_t shares = -1;
+  int64_t distance = 0;
+  for (size_t j = 0; j < slots->count; ++j) {
+    if (slots->tensors[j]->storage().is_alias_of(t.storage())) {
+      shares = static_cast<int8_t>(j);
+      distance = static_cast<int64_t>(address - reinterpret_cast<uintptr_t>(slots->tensors[j]->const_data_ptr()));
+      break;
+    }
+  }
+  key->put(shares);
+  key->put(distance);
+  slots->tensors[slots->count++] = &t;
+  return true;
+}
+
+// The key of a call: everything the Python preparation can read without running an op. Per
+// chip tensor (also in a list) as `key_tensor`; per scalar, int list, dtype, device or string
+// its value; then the default dtype and the deterministic-algorithms flag. False: a call never
+// replayed (a CPU tensor, a generator, ...).
+bool program_key(const torch::jit::Stack& stack, size_t first, size_t count, KeyWriter* key, Slots* slots) {
   for (size_t i = 0; i < count; ++i) {
     const c10::IValue& value = stack[first + i];
     if (value.isTensor()) {
       const at::Tensor& t = value.toTensor();
       if (!t.defined()) {
         key->put('u');
-        continue;
-      }
-      if (t.device().type() != c10::DeviceType::PrivateUse1 || t.is_conj() || t.is_neg() ||
-          !t.has_storage() || ntensors == tensors.size()) {
+      } else if (!key_tensor(t, key, slots)) {
         return false;
       }
-      if (*device_source == nullptr) *device_source = &t;
-      key->put('T');
-      key->put(static_cast<int8_t>(t.scalar_type()));
-      key->put(static_cast<int8_t>(t.device().index()));
-      key->put_ints(t.sizes());
-      key->put_ints(t.strides());
-      const auto address = reinterpret_cast<uintptr_t>(t.const_data_ptr());
-      key->put(static_cast<uint8_t>(address & 15));
-      int8_t shares = -1;
-      int64_t distance = 0;
-      for (size_t j = 0; j < ntensors; ++j) {
-        if (tensors[j]->storage().is_alias_of(t.storage())) {
-          shares = static_cast<int8_t>(j);
-          distance = static_cast<int64_t>(address - reinterpret_cast<uintptr_t>(tensors[j]->const_data_ptr()));
-          break;
-        }
-      }
-      key->put(shares);
-      key->put(distance);
-      tensors[ntensors++] = &t;
     } else if (value.isDouble()) {
       key->put('f');
       key->put(value.toDouble());
@@ -124,6 +134,27 @@ bool program_key(const torch::jit::Stack& stack, size_t first, size_t count, Key
     } else if (value.isIntList()) {
       key->put('L');
       key->put_ints(value.toIntList().vec());
+    } else if (value.isBoolList()) {
+      key->put('B');
+      const auto flags = value.toBoolList();
+      key->put(flags.size());
+      for (bool flag : flags) key->put(flag);
+    } else if (value.isDoubleList()) {
+      key->put('F');
+      const auto numbers = value.toDoubleList();
+      key->put(numbers.size());
+      for (double number : numbers) key->put(number);
+    } else if (value.isList()) {  // Tensor[] or Tensor?[]
+      const auto elements = value.toListRef();
+      key->put('l');
+      key->put(elements.size());
+      for (const c10::IValue& element : elements) {
+        if (element.isNone() || (element.isTensor() && !element.toTensor().defined())) {
+          key->put('u');
+        } else if (!element.isTensor() || !key_tensor(element.toTensor(), key, slots)) {
+          return false;
+        }
+      }
     } else if (value.isString()) {
       const auto& text = value.toStringRef();
       key->put('s');
@@ -137,7 +168,7 @@ bool program_key(const torch::jit::Stack& stack, size_t first, size_t count, Key
       return false;
     }
   }
-  if (*device_source == nullptr) return false;
+  if (slots->count == 0) return false;
   key->put('D');
   key->put(static_cast<int8_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
   key->put(static_cast<char>(at::globalContext().deterministicAlgorithms()));
@@ -186,7 +217,7 @@ struct Program {
 // A call the C++ kernel sent to the Python kernel, recording on this thread. Nested calls
 // stack (`previous`).
 struct Recording {
-  std::vector<at::Tensor> arguments;  // undefined where the argument is not a chip tensor
+  std::vector<at::Tensor> arguments;  // the call's chip tensors (Slots)
   std::vector<at::Tensor> allocations;  // the chip allocations the call made, in order
   std::vector<Launch> launches;
   std::vector<std::vector<int>> launch_allocations;  // per launch, per pointer param: allocation or -1
@@ -283,8 +314,8 @@ class FastProgramKernel final : public c10::OperatorKernel {
     const size_t count = op.schema().arguments().size();
     const size_t first = stack->size() - count;
     KeyWriter key;
-    const at::Tensor* device_source = nullptr;
-    bool keyed = program_key(*stack, first, count, &key, &device_source);
+    Slots slots;
+    bool keyed = program_key(*stack, first, count, &key, &slots);
     if (keyed) {
       std::shared_ptr<const Program> program;
       bool found = false;
@@ -294,7 +325,7 @@ class FastProgramKernel final : public c10::OperatorKernel {
         found = it != programs_.end();
         if (found) program = it->second;
       }
-      if (program && replay(*program, stack, first, count, device_source->device())) {
+      if (program && replay(*program, stack, count, slots)) {
         replayed_.fetch_add(1, std::memory_order_relaxed);
         counter_.hit();
         return;
@@ -310,12 +341,9 @@ class FastProgramKernel final : public c10::OperatorKernel {
       return;
     }
     Recording call;
-    call.arguments.reserve(count);
-    for (size_t i = 0; i < count; ++i) {
-      const c10::IValue& value = (*stack)[first + i];
-      call.arguments.push_back(value.isTensor() ? value.toTensor() : at::Tensor());
-    }
-    const c10::DeviceIndex device = device_source->device().index();
+    call.arguments.reserve(slots.count);
+    for (size_t i = 0; i < slots.count; ++i) call.arguments.push_back(*slots.tensors[i]);
+    const c10::DeviceIndex device = slots.tensors[0]->device().index();
     if (device != current_device()) call.void_reason = kNotCurrentDevice;
     {
       // Watches the ops the Python kernel runs, on this thread, for this call only.
@@ -403,7 +431,7 @@ class FastProgramKernel final : public c10::OperatorKernel {
       Output out;
       if (t.defined()) {
         for (size_t a = 0; a < call->arguments.size() && out.kind == Output::kUndefined; ++a) {
-          if (call->arguments[a].defined() && call->arguments[a].unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+          if (call->arguments[a].unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
             out.kind = Output::kArgument;
             out.index = static_cast<int>(a);
           }
@@ -426,7 +454,8 @@ class FastProgramKernel final : public c10::OperatorKernel {
     return program;
   }
 
-  bool replay(const Program& program, torch::jit::Stack* stack, size_t first, size_t count, c10::Device device) {
+  bool replay(const Program& program, torch::jit::Stack* stack, size_t count, const Slots& slots) {
+    const c10::Device device = slots.tensors[0]->device();
     if (!launch_context_ready(device.index())) return false;
     std::array<at::Tensor, 16> made;
     if (program.allocations.size() > made.size()) return false;
@@ -446,7 +475,7 @@ class FastProgramKernel final : public c10::OperatorKernel {
           values[l][p] = static_cast<uint64_t>(param.value);
           continue;
         }
-        const void* data = param.base == Base::kArgument ? (*stack)[first + param.index].toTensor().const_data_ptr()
+        const void* data = param.base == Base::kArgument ? slots.tensors[param.index]->const_data_ptr()
                                                          : made[param.index].const_data_ptr();
         if (!aligned_offset(data, param.value, param.low_bits)) return false;
         values[l][p] = reinterpret_cast<uintptr_t>(data) + static_cast<uint64_t>(param.value);
@@ -469,7 +498,7 @@ class FastProgramKernel final : public c10::OperatorKernel {
         case Output::kUndefined:
           break;
         case Output::kArgument:
-          outputs[i] = (*stack)[first + out.index].toTensor();
+          outputs[i] = *slots.tensors[out.index];
           break;
         case Output::kAllocation:
           outputs[i] = made[out.index];
@@ -552,7 +581,6 @@ bool record_program_launch(uintptr_t function, const std::array<int64_t, 3>& gri
       // An argument's own view first (arguments sharing a storage: the first whose view holds it)...
       for (size_t a = 0; a < call->arguments.size() && !found; ++a) {
         const at::Tensor& t = call->arguments[a];
-        if (!t.defined()) continue;
         const auto base = reinterpret_cast<uintptr_t>(t.const_data_ptr());
         const auto [low, high] = view_span(t);
         const auto offset = static_cast<int64_t>(address - base);
