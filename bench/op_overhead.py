@@ -31,11 +31,49 @@ def _ops():
         "mm 16x16": (tensors, lambda s: torch.mm(s[0], s[1])),
         "copy_ (same device)": (tensors, lambda s: s[1].copy_(s[0])),
         "empty (allocator)": (lambda d: d, lambda d: torch.empty(256, device=d)),
+        # a row per family the Triton route launches from C++ (programs), and the random family
+        "sum over the last dim": (tensors, lambda s: s[0].sum(-1)),
+        "softmax": (tensors, lambda s: torch.softmax(s[0], -1)),
+        "layer_norm": (_layer_norm_state, lambda s: torch.nn.functional.layer_norm(s[0], (16,), s[1], s[2])),
+        "native_layer_norm_backward": (_layer_norm_state, lambda s: torch.ops.aten.native_layer_norm_backward(
+            s[0], s[0], [16], s[3], s[4], s[1], s[2], [True, True, True])),
+        "cat of two": (tensors, lambda s: torch.cat([s[0], s[1]])),
+        "index_select (embedding)": (_index_state, lambda s: torch.index_select(s[0], 0, s[1])),
+        "embedding_dense_backward": (_index_state, lambda s: torch.ops.aten.embedding_dense_backward(
+            s[2], s[1], 16, -1, False)),
+        "masked_fill": (_mask_state, lambda s: s[0].masked_fill(s[1], -1.0)),
+        "zero_": (tensors, lambda s: s[1].zero_()),
+        "arange": (lambda d: d, lambda d: torch.arange(256, device=d)),
+        "dropout (random)": (tensors, lambda s: torch.nn.functional.dropout(s[0], 0.1, training=True)),
+        "to bfloat16 (autocast's _to_copy)": (tensors, lambda s: s[0].to(torch.bfloat16)),
         # one foreach call over 64 parameters, as SGD makes it (per call, not per tensor)
         "_foreach_add_ of 64 tensors": (lambda d: ([torch.rand(16, 16, device=d) for _ in range(64)],
                                                    [torch.rand(16, 16, device=d) for _ in range(64)]),
                                         lambda s: torch._foreach_add_(s[0], s[1], alpha=-1e-3)),
     }
+
+
+def _layer_norm_state(device):
+    import torch
+
+    x, w, b = torch.rand(16, 16, device=device), torch.rand(16, device=device), torch.rand(16, device=device)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [16], w, b, 1e-5)
+    return x, w, b, mean, rstd
+
+
+def _index_state(device):
+    import torch
+
+    table = torch.rand(64, 16, device=device)
+    indices = torch.randint(0, 16, (16,), device="cpu").to(device)
+    return table, indices, torch.rand(16, 16, device=device)
+
+
+def _mask_state(device):
+    import torch
+
+    x = torch.rand(16, 16, device=device)
+    return x, (torch.rand(16, 16) > 0.5).to(device)
 
 
 def per_call_us(op, state, device: str, calls: int, repeats: int) -> float:
