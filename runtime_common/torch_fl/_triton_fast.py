@@ -55,15 +55,16 @@ def replayable_foreach(op: str) -> bool:
 # Families whose ops' Python kernels allocate, make views and launch through FastKernel: their
 # programs are recorded and replayed (csrc/src/triton_program_launch.cpp), and a kernel that does
 # anything else for a key (reads a value back, runs another op, launches outside FastKernel) is
-# seen doing it and never replayed for that key. Not the random family, nor any op taking a
-# generator: a replay would not advance it. Not matmul or linalg (autotuned launches, the
-# matmul precision flags), fft or complex (compositions of other chip ops).
-PROGRAM_FAMILIES = ("reductions", "softmax_norm", "rnn", "creation", "nn", "index", "gather", "select", "special")
+# seen doing it and never replayed for that key. The random family too: a replay reserves the
+# default generator's counters again (a call given a generator is never replayed). Not matmul
+# or linalg (autotuned launches, the matmul precision flags), fft or complex (compositions of
+# other chip ops).
+PROGRAM_FAMILIES = ("reductions", "softmax_norm", "rnn", "creation", "nn", "index", "gather", "select", "special",
+                    "random")
 
 
 def replayable_program(op: str) -> bool:
-    """Ops of PROGRAM_FAMILIES without a generator argument whose returns are tensors (at most
-    8; `equal` returns a bool)."""
+    """Ops of PROGRAM_FAMILIES whose returns are tensors (at most 8; `equal` returns a bool)."""
     from .triton_ops import _FAMILY_OF
 
     if _FAMILY_OF.get(op) not in PROGRAM_FAMILIES:
@@ -72,8 +73,6 @@ def replayable_program(op: str) -> bool:
 
     name, _, overload = op.partition(".")
     schema = torch._C._get_schema("aten::" + name, overload)
-    if any("Generator" in str(a.type) for a in schema.arguments):
-        return False
     return len(schema.returns) <= 8 and all(str(r.type) == "Tensor" for r in schema.returns)
 
 
@@ -198,10 +197,10 @@ def _recording_program(kernel: Callable, backend) -> Callable:
     from .triton_ops._launch import RECORDER
 
     def report(compiled, grid, values):
-        params = _program_parameters(compiled, values)
+        params = _program_parameters(compiled, values, RECORDER.reservations)
         if params is None:
-            refuse(f"{compiled.src.fn.__name__ if hasattr(compiled.src, 'fn') else 'a kernel'}: "
-                   "launch features or parameter types a replay does not set up")
+            refuse(f"{getattr(getattr(compiled.src, 'fn', None), '__name__', 'a kernel')}: launch features, "
+                   "parameter types or a seed and offset a replay does not set up")
             return
         meta = compiled.metadata
         grid = tuple(grid) + (1,) * (3 - len(grid))
@@ -210,17 +209,24 @@ def _recording_program(kernel: Callable, backend) -> Callable:
         if not recorded:
             log.debug("torch_fl: program not recorded for C++ replay: %s", why)
 
+    def rng(generator, device, increment, seed, offset):
+        if generator is not None:
+            refuse("counters of a generator given to the call")  # a replay reserves the default one's
+            return
+        RECORDER.reservations.append((seed, offset))
+        backend._record_program_rng(device.index, increment, seed, offset)
+
     refuse = backend._refuse_program_recording
 
     def run(*args, **kwargs):
-        outer = RECORDER.report, RECORDER.refuse
-        RECORDER.report, RECORDER.refuse = report, refuse
+        outer = RECORDER.report, RECORDER.refuse, RECORDER.rng, RECORDER.reservations
+        RECORDER.report, RECORDER.refuse, RECORDER.rng, RECORDER.reservations = report, refuse, rng, []
         _launch_hook(True)
         try:
             return kernel(*args, **kwargs)
         finally:
             _launch_hook(False)
-            RECORDER.report, RECORDER.refuse = outer
+            RECORDER.report, RECORDER.refuse, RECORDER.rng, RECORDER.reservations = outer
 
     run.__name__ = getattr(kernel, "__name__", "triton_kernel") + "_recorded"
     return run
@@ -253,29 +259,47 @@ def _launch_hook(on: bool) -> None:
             knobs.runtime.launch_enter_hook.remove(_unreported_launch)
 
 
-def _program_parameters(kernel, values) -> list[tuple[bool, int, int]] | None:
-    """A launch's parameters as (is a pointer, address or value, bytes), in the compiled
-    kernel's order; None for what a replay does not set up."""
+# torch_fl::ProgramParamSource (triton_launch.h)
+_POINTER, _VALUE, _SEED_LOW, _SEED_HIGH, _OFFSET = 0, 1, 2, 3, 4
+# The parameters through which a random kernel takes its Philox seed and offset (_random.py).
+_COUNTER_PARAMS = {"seed_lo": _SEED_LOW, "seed_hi": _SEED_HIGH, "offset": _OFFSET}
+
+
+def _program_parameters(kernel, values, reservations=()) -> list[tuple[int, int, int]] | None:
+    """A launch's parameters as (source, address or value, bytes), in the compiled kernel's
+    order; None for what a replay does not set up. A kernel with seed_lo, seed_hi and offset
+    parameters must take them from the call's latest reservation of Philox counters."""
     if not _plain_launch(kernel):
         return None
+    signature = kernel.src.signature
+    counters = _COUNTER_PARAMS.keys() <= signature.keys()
+    if counters:
+        if not reservations:
+            return None
+        seed, offset = reservations[-1]
+        expected = {"seed_lo": seed & 0xFFFFFFFF, "seed_hi": seed >> 32, "offset": offset}
     params = []
-    for position, kind in enumerate(kernel.src.signature.values()):
+    for position, (name, kind) in enumerate(signature.items()):
         if kind == "constexpr":
             continue
         if position >= len(values) or not isinstance(kind, str):
             return None
         value = values[position]
-        if kind.startswith("*"):
+        if counters and name in _COUNTER_PARAMS:
+            if kind not in _INT_BYTES or int(value) != expected[name]:
+                return None
+            params.append((_COUNTER_PARAMS[name], len(reservations) - 1, _INT_BYTES[kind]))
+        elif kind.startswith("*"):
             if not hasattr(value, "data_ptr"):
                 return None
-            params.append((True, value.data_ptr(), 8))
+            params.append((_POINTER, value.data_ptr(), 8))
         elif kind in _INT_BYTES:
             value = int(value)
-            params.append((False, value - (1 << 64) if value >= 1 << 63 else value, _INT_BYTES[kind]))
+            params.append((_VALUE, value - (1 << 64) if value >= 1 << 63 else value, _INT_BYTES[kind]))
         elif kind == "fp32":
-            params.append((False, struct.unpack("<i", struct.pack("<f", float(value)))[0], 4))
+            params.append((_VALUE, struct.unpack("<i", struct.pack("<f", float(value)))[0], 4))
         elif kind == "fp64":
-            params.append((False, struct.unpack("<q", struct.pack("<d", float(value)))[0], 8))
+            params.append((_VALUE, struct.unpack("<q", struct.pack("<d", float(value)))[0], 8))
         else:
             return None
     return params

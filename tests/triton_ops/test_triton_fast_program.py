@@ -48,6 +48,14 @@ void rowsum(void** params) {
     out[r] = s;
   }
 }
+/* counter(out, n, seed_lo, seed_hi, offset): out[i] = offset + i, the Philox counter of element i */
+void counter(void** params) {
+  float* out = *(float**)params[0];
+  int32_t n = *(int32_t*)params[1];
+  int64_t offset = *(int64_t*)params[4];
+  for (int32_t i = 0; i < n; ++i) out[i] = (float)(offset + i);
+}
+uintptr_t counter_address(void) { return (uintptr_t)&counter; }
 uintptr_t scale_address(void) { return (uintptr_t)&scale; }
 uintptr_t rowsum_address(void) { return (uintptr_t)&rowsum; }
 int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
@@ -65,14 +73,15 @@ int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
 }
 int cuGetErrorString(int status, const char** text) { *text = "stand-in error"; (void)status; return 0; }
 int cuCtxGetCurrent(void** context) { static int c; *context = &c; return 0; }
-/* Both kernels as Triton 3.6 compiles them: two pointers, two 32-bit values, then the global
-   and profile scratch pointers. */
+/* The kernels as Triton 3.6 compiles them: their parameters, then the global and profile
+   scratch pointers. */
 int cuFuncGetParamInfo(void* f, size_t index, size_t* offset, size_t* bytes) {
   static const size_t sizes[] = {8, 8, 4, 4, 8, 8};
-  if (index >= 6) return 1;
-  *bytes = sizes[index];
+  static const size_t counter_sizes[] = {8, 4, 4, 4, 8, 8, 8};
+  int is_counter = f == (void*)&counter;
+  if (index >= (is_counter ? 7 : 6)) return 1;
+  *bytes = is_counter ? counter_sizes[index] : sizes[index];
   *offset = 0;
-  (void)f;
   return 0;
 }
 """
@@ -82,13 +91,14 @@ import ctypes, json, os
 import torch
 import torch_fl_npu
 from torch_fl import _triton_fast
+from torch_fl.triton_ops import _random
 from torch_fl.triton_ops._launch import RECORDER
 
 C = torch_fl_npu._C
 driver = ctypes.CDLL(os.path.join(os.environ["STAND_IN_DIR"], "libcuda.so.1"))
-for name in ("scale_address", "rowsum_address"):
+for name in ("scale_address", "rowsum_address", "counter_address"):
     getattr(driver, name).restype = ctypes.c_uint64
-SCALE, ROWSUM = driver.scale_address(), driver.rowsum_address()
+SCALE, ROWSUM, COUNTER = driver.scale_address(), driver.rowsum_address(), driver.counter_address()
 log = (ctypes.c_uint64 * 6 * 64).in_dll(driver, "launch_log")
 
 class Compiled:  # what FastKernel reports of a compiled kernel
@@ -99,6 +109,7 @@ class Compiled:  # what FastKernel reports of a compiled kernel
 
 SCALE_SIG = {"out": "*fp32", "x": "*fp32", "n": "i32", "factor": "fp32", "BLOCK": "constexpr"}
 ROWSUM_SIG = {"out": "*fp32", "x": "*fp32", "m": "i32", "k": "i32"}
+COUNTER_SIG = {"out": "*fp32", "n": "i32", "seed_lo": "i32", "seed_hi": "i32", "offset": "i64"}
 
 def launch(function, signature, grid, *values):
     # as FastKernel does while a call records: Triton's launch, then the report
@@ -109,6 +120,8 @@ def launch(function, signature, grid, *values):
             slots.append(ctypes.c_uint64(v.data_ptr()))
         elif kind == "fp32":
             slots.append(ctypes.c_float(v))
+        elif kind == "i64":
+            slots.append(ctypes.c_int64(v))
         else:
             slots.append(ctypes.c_int32(v))
     slots += [ctypes.c_uint64(0), ctypes.c_uint64(0)]
@@ -149,6 +162,17 @@ def kernel_of(op):
             start += t.numel()
         return out
 
+    def counters(x, p, train):   # as the random family draws: counters reserved, then one launch
+        python_calls.append(op)
+        n = x.numel()
+        seed, offset = _random.philox_seed_offset(None, x.device, n)
+        out, kept = torch.empty(x.shape, device=x.device), torch.empty(x.shape, device=x.device)
+        launch(COUNTER, COUNTER_SIG, 1, out, n, seed & 0xFFFFFFFF, seed >> 32, offset)
+        launch(SCALE, SCALE_SIG, 1, kept, x, n, 1.0)
+        return out, kept
+
+    if op == "native_dropout":
+        return counters
     if op == "tril_":
         return doubled_in_place
     if op == "cat":
@@ -157,7 +181,7 @@ def kernel_of(op):
         return lambda x, dim, keepdim=False, **_: twice_row_sums(x, dim, keepdim)
     return twice_row_sums
 
-ops = ["sum.dim_IntList", "mean.dim", "amax", "prod.dim_int", "tril_", "cat", "equal"]
+ops = ["sum.dim_IntList", "mean.dim", "amax", "prod.dim_int", "tril_", "cat", "native_dropout", "equal"]
 fronted, libraries, why = _triton_fast.front("npu", ops, C, kernel_of)
 result = {"fronted": sorted(fronted), "why": why}
 
@@ -196,6 +220,14 @@ checks["in_place"] = torch.equal(host(y), 8 * a)
 parts = [[torch.arange(5.0) + 10 * i, torch.arange(7.0) - i] for i in range(3)]
 joins = [torch.cat([p.to("npu") for p in pair]) for pair in parts]   # a tensor list: its elements' own pointers
 checks["tensor_list"] = all(torch.equal(host(j), torch.cat(pair)) for j, pair in zip(joins, parts))
+def draws():
+    torch.npu.manual_seed(7)
+    return [host(torch.native_dropout(torch.ones(1000).to("npu"), 0.5, True)[0]) for _ in range(3)]
+first_draws, again = draws(), draws()   # Python, then replays; then all replays after re-seeding
+starts = [int(d[0]) for d in first_draws]
+checks["counters_advance"] = starts[0] < starts[1] < starts[2] and all(
+    torch.equal(d, d[0] + torch.arange(1000.0)) for d in first_draws)
+checks["counters_reproducible"] = all(torch.equal(a, b) for a, b in zip(first_draws, again))
 result["checks"] = checks
 result["stats"] = {k: v for k, v in C._fast_triton_stats().items() if k in ops}
 result["voids"] = C._fast_program_voids()
@@ -237,9 +269,11 @@ def test_npu_program_replay_from_cpp_through_the_dispatcher(stand_in_driver):
     kernel ran another op, launched outside FastKernel or passed a pointer into memory the call
     neither got nor allocated is void: those calls always take Python, and answer right. An op
     returning its argument is replayed in place, one taking a tensor list with each element's own
-    pointer; `equal` (a bool) is not fronted."""
+    pointer; a random op's replays reserve the generator's counters anew (its draws advance and
+    repeat after manual_seed); `equal` (a bool) is not fronted."""
     r = _run_replay_script(stand_in_driver)
-    assert r["fronted"] == ["amax", "cat", "mean.dim", "prod.dim_int", "sum.dim_IntList", "tril_"], r["why"]
+    assert r["fronted"] == ["amax", "cat", "mean.dim", "native_dropout", "prod.dim_int", "sum.dim_IntList", "tril_"], \
+        r["why"]
     checks = r["checks"]
     assert checks.pop("keepdim") == [[3, 1], True]
     assert checks.pop("other_shape") == [True, True]
@@ -253,8 +287,9 @@ def test_npu_program_replay_from_cpp_through_the_dispatcher(stand_in_driver):
         "prod.dim_int": {"replayed": 0, "to_python": 3, "recipes": 0},
         "tril_": {"replayed": 2, "to_python": 1, "recipes": 1},
         "cat": {"replayed": 2, "to_python": 1, "recipes": 1},
+        "native_dropout": {"replayed": 5, "to_python": 1, "recipes": 1},
     }, r["stats"]
-    assert r["python_calls"] == {"sum.dim_IntList": 3, "mean.dim": 4, "amax": 3, "prod.dim_int": 3, "tril_": 1, "cat": 1}
+    assert r["python_calls"] == {"sum.dim_IntList": 3, "mean.dim": 4, "amax": 3, "prod.dim_int": 3, "tril_": 1, "cat": 1, "native_dropout": 1}
     assert r["voids"] == {
         "mean.dim": {"the Python kernel ran aten::abs, which a replay would not run": 1},
         "amax": {"a Triton launch not made through FastKernel (autotuned, or an unwrapped JITFunction)": 1},

@@ -56,10 +56,15 @@ def _hooked(runtime) -> bool:
 class _Recorder(threading.local):
     """While the C++ kernel of a program op records a call on this thread
     (torch_fl._triton_fast): `report(kernel, grid, values)` takes each launch made through a
-    FastKernel, `refuse(why)` one it cannot describe; `inside` is set while a FastKernel
-    launches, so that a launch seen by Triton's launch hook without it is one made elsewhere."""
+    FastKernel, `refuse(why)` one it cannot describe, `rng(generator, device, increment, seed,
+    offset)` each reservation of Philox counters (_random.philox_seed_offset), kept as (seed,
+    offset) in `reservations`; `inside` is set
+    while a FastKernel launches, so that a launch seen by Triton's launch hook without it is one
+    made elsewhere."""
     report = None
     refuse = None
+    rng = None
+    reservations: list = []
     inside = False
 
 

@@ -25,6 +25,7 @@ import triton.language as tl
 from . import Unsupported
 from ._common import BLOCK, FLOATS, copy_into, dtype_code, empty, grid1, resize_out, scalar_bits
 from ._kernels import F64, _to_odt
+from ._launch import RECORDER
 
 # What each call draws (the kernel's MODE).
 UNIFORM, NORMAL, BERNOULLI, BERNOULLI_TENSOR, EXPONENTIAL, GEOMETRIC, LOG_NORMAL, CAUCHY, RANDOM, DROPOUT = range(10)
@@ -115,7 +116,10 @@ def philox_seed_offset(generator, device: torch.device, increment: int) -> tuple
     engine = _ENGINES[device.type]
     if engine is None:
         raise Unsupported(f"no chip generator for {device.type} tensors")
-    return engine(generator, -1 if device.index is None else device.index, increment)
+    seed, offset = engine(generator, -1 if device.index is None else device.index, increment)
+    if RECORDER.rng is not None:  # a call recorded for its C++ replay, which reserves them again
+        RECORDER.rng(generator, device, increment, seed, offset)
+    return seed, offset
 
 
 # -------------------------------------------------------------------- launching --

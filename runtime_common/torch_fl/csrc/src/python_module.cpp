@@ -280,9 +280,12 @@ void bind_backend(py::module_& m) {
         py::arg("mirror"));
   m.def("_record_program_launch",
         [](uintptr_t function, std::array<int64_t, 3> grid, int64_t threads, int64_t shared_bytes,
-           const std::vector<std::tuple<bool, int64_t, int>>& params) {
+           const std::vector<std::tuple<int, int64_t, int>>& params) {
           std::vector<ProgramLaunchParam> launch_params;
-          for (const auto& [pointer, value, bytes] : params) launch_params.push_back({pointer, value, bytes});
+          for (const auto& [source, value, bytes] : params) {
+            TORCH_CHECK(source >= 0 && source <= 4, "bad parameter source ", source);
+            launch_params.push_back({static_cast<ProgramParamSource>(source), value, bytes});
+          }
           std::string why_not;
           const bool recorded = record_program_launch(function, grid, threads, shared_bytes, launch_params, &why_not);
           return py::make_tuple(recorded, why_not);
@@ -295,6 +298,8 @@ void bind_backend(py::module_& m) {
     }
     return voids;
   });
+  m.def("_record_program_rng", &record_program_rng, py::arg("device"), py::arg("increment"), py::arg("seed"),
+        py::arg("offset"));
   m.def("_refuse_program_recording", [](const std::string& why) { refuse_program_recording(why); });
   m.def("_fast_triton_stats", [] {
     py::dict stats;

@@ -21,6 +21,7 @@
 #include <torch_fl/cuda_launch.h>
 #include <torch_fl/driver.h>
 #include <torch_fl/fallback.h>
+#include <torch_fl/rng.h>
 #include <torch_fl/streams.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -179,9 +180,9 @@ bool program_key(const torch::jit::Stack& stack, size_t first, size_t count, Key
 enum class Base : uint8_t { kArgument, kAllocation };
 
 struct Param {
-  bool pointer = false;
+  ProgramParamSource source = ProgramParamSource::kConstant;
   Base base = Base::kArgument;
-  int index = 0;        // the argument's position or the allocation's
+  int index = 0;        // a pointer's argument or allocation; a reservation's
   int64_t value = 0;    // a constant, or the pointer's byte offset from the base's data
   uint8_t low_bits = 0; // a pointer's address mod 16 when recorded (Triton's specialisation)
 };
@@ -208,7 +209,17 @@ struct Output {
   int64_t storage_offset = 0;
 };
 
+// Philox counters of a device's default generator the call reserved (the random family).
+struct Reservation {
+  c10::DeviceIndex device = 0;
+  uint64_t increment = 0;
+  uint64_t seed = 0;    // as recorded: what the launches' seed and offset parameters were
+  uint64_t offset = 0;
+  bool used = false;
+};
+
 struct Program {
+  std::vector<Reservation> reservations;
   std::vector<Allocation> allocations;  // only those a launch or an output uses
   std::vector<Launch> launches;
   std::vector<Output> outputs;
@@ -221,6 +232,7 @@ struct Recording {
   std::vector<at::Tensor> allocations;  // the chip allocations the call made, in order
   std::vector<Launch> launches;
   std::vector<std::vector<int>> launch_allocations;  // per launch, per pointer param: allocation or -1
+  std::vector<Reservation> reservations;
   std::string void_reason;  // non-empty: nothing is recorded
   Recording* previous = nullptr;
 };
@@ -406,7 +418,16 @@ class FastProgramKernel final : public c10::OperatorKernel {
   std::shared_ptr<const Program> finish(Recording* call, const torch::jit::Stack& stack, size_t first,
                                         size_t nreturns) {
     if (!call->void_reason.empty() || call->launches.empty()) return nullptr;
+    for (const Reservation& reservation : call->reservations) {
+      // Counters reserved but not passed to a launch as a seed and offset: the numbers would
+      // reach a kernel some other way, which a replay would repeat.
+      if (!reservation.used) {
+        call->void_reason = "Philox counters reserved but not passed to a launch as its seed and offset";
+        return nullptr;
+      }
+    }
     auto program = std::make_shared<Program>();
+    program->reservations = call->reservations;
     std::vector<int> kept(call->allocations.size(), -1);  // recorded allocation -> the program's
     auto keep = [&](int index) {
       if (kept[index] < 0) {
@@ -471,14 +492,36 @@ class FastProgramKernel final : public c10::OperatorKernel {
       const Launch& launch = program.launches[l];
       for (size_t p = 0; p < launch.params.size(); ++p) {
         const Param& param = launch.params[p];
-        if (!param.pointer) {
-          values[l][p] = static_cast<uint64_t>(param.value);
+        if (param.source != ProgramParamSource::kPointer) {
+          values[l][p] = static_cast<uint64_t>(param.value);  // a constant; the counters below
           continue;
         }
         const void* data = param.base == Base::kArgument ? slots.tensors[param.index]->const_data_ptr()
                                                          : made[param.index].const_data_ptr();
         if (!aligned_offset(data, param.value, param.low_bits)) return false;
         values[l][p] = reinterpret_cast<uintptr_t>(data) + static_cast<uint64_t>(param.value);
+      }
+    }
+    // Counters last, once nothing can send the call to Python any more: each reservation of
+    // the recording made again, in order, under the generator's lock as the Python kernel's.
+    for (size_t r = 0; r < program.reservations.size(); ++r) {
+      const Reservation& reservation = program.reservations[r];
+      at::Generator generator = default_generator(reservation.device);
+      std::pair<uint64_t, uint64_t> counters;
+      {
+        std::lock_guard<std::mutex> lock(generator.mutex());
+        counters = static_cast<DeviceGenerator*>(generator.unsafeGetGeneratorImpl())
+                       ->philox_engine_inputs(reservation.increment);
+      }
+      for (size_t l = 0; l < program.launches.size(); ++l) {
+        const Launch& launch = program.launches[l];
+        for (size_t p = 0; p < launch.params.size(); ++p) {
+          const Param& param = launch.params[p];
+          if (param.index != static_cast<int>(r)) continue;
+          if (param.source == ProgramParamSource::kSeedLow) values[l][p] = counters.first & 0xFFFFFFFFu;
+          if (param.source == ProgramParamSource::kSeedHigh) values[l][p] = counters.first >> 32;
+          if (param.source == ProgramParamSource::kOffset) values[l][p] = counters.second;
+        }
       }
     }
     void* stream = native_stream(current_stream(device.index()));
@@ -570,11 +613,18 @@ bool record_program_launch(uintptr_t function, const std::array<int64_t, 3>& gri
       return refuse("bad parameter size");
     }
     Param param;
+    param.source = given.source;
     param.value = given.value;
     int allocation = -1;
-    if (given.pointer) {
+    if (given.source == ProgramParamSource::kSeedLow || given.source == ProgramParamSource::kSeedHigh ||
+        given.source == ProgramParamSource::kOffset) {
+      if (given.value < 0 || static_cast<size_t>(given.value) >= call->reservations.size()) {
+        return refuse("a seed or offset parameter of no reservation of the call");
+      }
+      param.index = static_cast<int>(given.value);
+      call->reservations[param.index].used = true;
+    } else if (given.source == ProgramParamSource::kPointer) {
       if (given.bytes != 8) return refuse("a pointer parameter is not 8 bytes");
-      param.pointer = true;
       const auto address = static_cast<uintptr_t>(given.value);
       param.low_bits = static_cast<uint8_t>(address & 15);
       bool found = false;
@@ -625,6 +675,16 @@ bool record_program_launch(uintptr_t function, const std::array<int64_t, 3>& gri
   call->launches.push_back(std::move(launch));
   call->launch_allocations.push_back(std::move(allocations));
   return true;
+}
+
+void record_program_rng(int64_t device, int64_t increment, uint64_t seed, uint64_t offset) {
+  Recording* call = recording;
+  if (call == nullptr || !call->void_reason.empty()) return;
+  if (device < 0 || device != call->arguments.front().device().index() || increment < 0) {
+    void_recording(call, "Philox counters reserved on another device than the call's");
+    return;
+  }
+  call->reservations.push_back({static_cast<c10::DeviceIndex>(device), static_cast<uint64_t>(increment), seed, offset});
 }
 
 void refuse_program_recording(const std::string& why) { void_recording(recording, why); }

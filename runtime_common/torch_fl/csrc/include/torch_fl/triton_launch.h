@@ -70,13 +70,20 @@ bool record_foreach_launch(uintptr_t function, int64_t threads, int64_t shared_b
 // call with the same key (shapes, strides, dtypes, scalars), recorded while that kernel ran.
 void register_fast_program_op(const std::string& name, const std::string& overload, const std::string& mirror);
 
-// One parameter of a launch a recorded Python kernel made: a pointer (its address) or a
-// constant (integer, or a float's bits), of `bytes` bytes.
+// One parameter of a launch a recorded Python kernel made, of `bytes` bytes: a pointer (`value`
+// its address), a constant (an integer, or a float's bits), or part of a reservation of Philox
+// counters the call made (`value` the reservation's index; record_program_rng).
+enum class ProgramParamSource : int { kPointer = 0, kConstant = 1, kSeedLow = 2, kSeedHigh = 3, kOffset = 4 };
 struct ProgramLaunchParam {
-  bool pointer;
+  ProgramParamSource source;
   int64_t value;
   int bytes;
 };
+
+// Called when the Python kernel of a recorded call reserves `increment` Philox counters of
+// `device`'s default generator (the random family): a replay reserves as many again and
+// passes the seed and offset it gets where the recorded launches took these.
+void record_program_rng(int64_t device, int64_t increment, uint64_t seed, uint64_t offset);
 
 // Called for every launch the Python kernel of a recorded call makes (through FastKernel).
 // Returns false when no call is recording on this thread or the launch cannot be replayed,
