@@ -421,3 +421,39 @@ def test_transformer_training_with_program_replays_matches_the_cpu():
         torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-4)
     stats = backend._C._fast_triton_stats()
     assert stats["native_layer_norm_backward"]["replayed"] >= before + 4, backend._C._fast_program_voids()
+
+
+RANDOM_CASES = {
+    "native_dropout": ("native_dropout", lambda x: torch.nn.functional.dropout(x, 0.25, training=True)),
+    "uniform_": ("uniform_", lambda x: x.uniform_(-1.0, 2.0)),
+    "normal_": ("normal_", lambda x: x.normal_(0.5, 2.0)),
+    "bernoulli_.float": ("bernoulli_.float", lambda x: x.bernoulli_(0.3)),
+}
+
+
+@needs_nvgpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_random_replays_draw_what_the_python_kernel_draws(dtype):
+    """Each random op on nvgpu, three calls after manual_seed (the first runs the Python kernel,
+    the others are replayed with counters reserved again), then three more after the same seed
+    (all replayed): the two runs are bitwise equal call by call, each call draws new numbers,
+    and dropout keeps about 1 - p of its input, scaled by 1 / (1 - p)."""
+    backend = _nvgpu()
+    before = backend._C._fast_triton_stats()
+    for case, (op, call) in RANDOM_CASES.items():
+        runs = []
+        for _ in range(2):
+            torch.nvgpu.manual_seed(1234)
+            runs.append([call(torch.ones(4097, dtype=dtype, device="nvgpu")).cpu() for _ in range(3)])
+        for first, again in zip(*runs):
+            assert torch.equal(first, again), case
+        assert not torch.equal(runs[0][0], runs[0][1]) and not torch.equal(runs[0][1], runs[0][2]), case
+    torch.nvgpu.manual_seed(0)
+    dropped = torch.nn.functional.dropout(torch.ones(1 << 20, dtype=dtype, device="nvgpu"), 0.25, training=True)
+    kept = dropped.float().cpu()
+    assert abs((kept != 0).float().mean().item() - 0.75) < 0.005
+    assert torch.all((kept == 0) | ((kept - 1 / 0.75).abs() < 1e-2))
+    after = backend._C._fast_triton_stats()
+    voids = backend._C._fast_program_voids()
+    for op, _ in RANDOM_CASES.values():
+        assert after[op]["replayed"] - before.get(op, {}).get("replayed", 0) >= 4, (op, after[op], voids.get(op))
