@@ -84,9 +84,26 @@ def triton_route(chip: str) -> dict:
     except ImportError:
         return {}
     stats = backend._C._fast_triton_stats() if hasattr(backend._C, "_fast_triton_stats") else {}
-    return {"status": getattr(backend, "triton_status", None),
-            "replayed_in_cpp": sum(s["replayed"] for s in stats.values()),
-            "to_python": sum(s["to_python"] for s in stats.values())}
+    route = {"status": getattr(backend, "triton_status", None),
+             "replayed_in_cpp": sum(s["replayed"] for s in stats.values()),
+             "to_python": sum(s["to_python"] for s in stats.values())}
+    if hasattr(backend._C, "_fast_program_voids"):
+        # per op, why some keys' programs are never replayed (their calls take Python)
+        route["program_voids"] = backend._C._fast_program_voids()
+    return route
+
+
+def fast_calls(chip: str) -> dict[str, tuple[int, int]]:
+    """Per op, (calls replayed from C++, calls sent to the Python kernel) so far in this process."""
+    import importlib
+
+    try:
+        backend = importlib.import_module(f"torch_fl_{chip}")
+    except ImportError:
+        return {}
+    if not hasattr(backend._C, "_fast_triton_stats"):
+        return {}
+    return {op: (s["replayed"], s["to_python"]) for op, s in backend._C._fast_triton_stats().items()}
 
 
 def synchronize(device: str) -> None:

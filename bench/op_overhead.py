@@ -111,10 +111,15 @@ def main(argv=None):
         pair = results.setdefault(f"{chip}:{native}", {})
         for name, (setup, op) in _ops().items():
             times = {}
+            before = _common.fast_calls(chip)
             for device in (chip, native):  # interleaved per op
                 times[device] = per_call_us(op, setup(device), device, args.calls, args.repeats)
             ratio = times[chip] / times[native]
             pair[name] = {"chip_us": times[chip], "native_us": times[native], "ratio": ratio}
+            # which chip ops the row's calls reached, and how many were launched from C++
+            after = _common.fast_calls(chip)
+            reached = {o: (r - before.get(o, (0, 0))[0], p - before.get(o, (0, 0))[1]) for o, (r, p) in after.items()}
+            pair[name]["triton_calls"] = {o: {"replayed": r, "to_python": p} for o, (r, p) in reached.items() if r or p}
             rows.append([f"{chip} vs {native}", name, times[chip], times[native], ratio])
     if not results:
         sys.exit("bench/op_overhead.py: no pair could run (no generated backend installed?)")

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import Unsupported
+from . import Unsupported, _launch
 from ._common import BLOCK, FLOATS, copy_into, dtype_code, empty, grid1, resize_out, scalar_bits
 from ._kernels import F64, _to_odt
 from ._launch import RECORDER
@@ -393,3 +393,6 @@ KERNELS = {
     "bernoulli.out": bernoulli_out, "multinomial": multinomial, "multinomial.out": multinomial_out,
     "randperm.generator_out": randperm_generator_out,
 }
+
+
+_launch.install(globals())

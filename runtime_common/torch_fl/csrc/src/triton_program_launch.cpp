@@ -218,7 +218,15 @@ struct Reservation {
   bool used = false;
 };
 
+// An argument the call resized before its first launch (an `out=` tensor, arange's): a replay
+// resizes the call's own the same way first.
+struct Resize {
+  int slot = 0;
+  std::vector<int64_t> sizes;
+};
+
 struct Program {
+  std::vector<Resize> resizes;
   std::vector<Reservation> reservations;
   std::vector<Allocation> allocations;  // only those a launch or an output uses
   std::vector<Launch> launches;
@@ -233,6 +241,7 @@ struct Recording {
   std::vector<Launch> launches;
   std::vector<std::vector<int>> launch_allocations;  // per launch, per pointer param: allocation or -1
   std::vector<Reservation> reservations;
+  std::vector<Resize> resizes;
   std::string void_reason;  // non-empty: nothing is recorded
   Recording* previous = nullptr;
 };
@@ -270,15 +279,45 @@ std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
   Recording* r = recording;
   if (r == nullptr || !r->void_reason.empty()) return nullptr;
   const std::string_view name = fn.name();
-  if (!allocation_op(name) && !metadata_op(name)) {
+  if (!allocation_op(name) && !metadata_op(name) && name != "aten::resize_") {
     void_recording(r, std::string("the Python kernel ran ") + fn.name() + ", which a replay would not run");
   }
   return nullptr;
 }
 
+// A resize the recording can make again: of an argument or an allocation of the call, before
+// any launch (no launch has used the memory a resize may replace).
+void on_resize(Recording* r, const at::RecordFunction& fn) {
+  for (const c10::IValue& value : fn.outputs()) {
+    if (!value.isTensor()) continue;
+    const at::Tensor& t = value.toTensor();
+    if (!r->launches.empty()) {
+      void_recording(r, "the Python kernel resized a tensor after a launch");
+      return;
+    }
+    for (size_t slot = 0; slot < r->arguments.size(); ++slot) {
+      if (r->arguments[slot].unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+        if (!t.is_contiguous()) void_recording(r, "the Python kernel resized an argument to a strided shape");
+        r->resizes.push_back({static_cast<int>(slot), t.sizes().vec()});
+        return;
+      }
+    }
+    for (const at::Tensor& made : r->allocations) {
+      if (made.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return;  // its final shape is allocated
+    }
+    void_recording(r, "the Python kernel resized a tensor the call neither got nor allocated");
+    return;
+  }
+}
+
 void on_op_end(const at::RecordFunction& fn, at::ObserverContext*) {
   Recording* r = recording;
-  if (r == nullptr || !r->void_reason.empty() || !allocation_op(fn.name())) return;
+  if (r == nullptr || !r->void_reason.empty()) return;
+  if (std::string_view(fn.name()) == "aten::resize_") {
+    on_resize(r, fn);
+    return;
+  }
+  if (!allocation_op(fn.name())) return;
   for (const c10::IValue& value : fn.outputs()) {
     if (!value.isTensor()) continue;
     const at::Tensor& t = value.toTensor();
@@ -428,6 +467,7 @@ class FastProgramKernel final : public c10::OperatorKernel {
     }
     auto program = std::make_shared<Program>();
     program->reservations = call->reservations;
+    program->resizes = call->resizes;
     std::vector<int> kept(call->allocations.size(), -1);  // recorded allocation -> the program's
     auto keep = [&](int index) {
       if (kept[index] < 0) {
@@ -480,6 +520,7 @@ class FastProgramKernel final : public c10::OperatorKernel {
     if (!launch_context_ready(device.index())) return false;
     std::array<at::Tensor, 16> made;
     if (program.allocations.size() > made.size()) return false;
+    for (const Resize& resize : program.resizes) slots.tensors[resize.slot]->resize_(resize.sizes);
     for (size_t a = 0; a < program.allocations.size(); ++a) {
       const Allocation& allocation = program.allocations[a];
       made[a] = at::empty_strided(allocation.sizes, allocation.strides,
