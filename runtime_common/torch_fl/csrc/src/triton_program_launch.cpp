@@ -185,7 +185,20 @@ struct Param {
   int index = 0;        // a pointer's argument or allocation; a reservation's
   int64_t value = 0;    // a constant, or the pointer's byte offset from the base's data
   uint8_t low_bits = 0; // a pointer's address mod 16 when recorded (Triton's specialisation)
+  int8_t int_class = 0; // a seed's or offset's integer type as Triton chose it (`int_class`)
 };
+
+// The integer type Triton gives a parameter by its value (i32, u32, i64, u64): a seed or
+// offset of another type than recorded needs another compiled kernel.
+int8_t int_class(uint64_t value) {
+  return value < (uint64_t{1} << 31) ? 0 : value < (uint64_t{1} << 32) ? 1 : value < (uint64_t{1} << 63) ? 2 : 3;
+}
+
+uint64_t counter_value(ProgramParamSource source, const std::pair<uint64_t, uint64_t>& counters) {
+  if (source == ProgramParamSource::kSeedLow) return counters.first & 0xFFFFFFFFu;
+  if (source == ProgramParamSource::kSeedHigh) return counters.first >> 32;
+  return counters.second;
+}
 
 struct Launch {
   void* function = nullptr;
@@ -419,7 +432,9 @@ class FastProgramKernel final : public c10::OperatorKernel {
     // Keys hold scalar values and shapes (a growing sequence makes new ones): a full cache
     // starts over rather than sending every later key to Python.
     if (programs_.size() >= kMaxRecipesPerOp) programs_.clear();
-    programs_.emplace(std::move(key.bytes), std::move(program));
+    // (replacing the key's program when it could not replay this call: a seed or offset of
+    // another integer type, or pointers of another alignment)
+    programs_.insert_or_assign(std::move(key.bytes), std::move(program));
   }
 
   // Why keys were never replayed: reason -> keys.
@@ -464,6 +479,10 @@ class FastProgramKernel final : public c10::OperatorKernel {
         call->void_reason = "Philox counters reserved but not passed to a launch as its seed and offset";
         return nullptr;
       }
+    }
+    if (call->reservations.size() > 1) {
+      call->void_reason = "more than one reservation of Philox counters";
+      return nullptr;
     }
     auto program = std::make_shared<Program>();
     program->reservations = call->reservations;
@@ -543,27 +562,27 @@ class FastProgramKernel final : public c10::OperatorKernel {
         values[l][p] = reinterpret_cast<uintptr_t>(data) + static_cast<uint64_t>(param.value);
       }
     }
-    // Counters last, once nothing can send the call to Python any more: each reservation of
-    // the recording made again, in order, under the generator's lock as the Python kernel's.
-    for (size_t r = 0; r < program.reservations.size(); ++r) {
-      const Reservation& reservation = program.reservations[r];
+    // Counters last, once nothing else can send the call to Python: the recording's one
+    // reservation made again under the generator's lock, as the Python kernel's, unless a seed
+    // or offset would now take another integer type (another compiled kernel: Python).
+    if (!program.reservations.empty()) {
+      const Reservation& reservation = program.reservations.front();
       at::Generator generator = default_generator(reservation.device);
-      std::pair<uint64_t, uint64_t> counters;
-      {
-        std::lock_guard<std::mutex> lock(generator.mutex());
-        counters = static_cast<DeviceGenerator*>(generator.unsafeGetGeneratorImpl())
-                       ->philox_engine_inputs(reservation.increment);
-      }
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      auto* engine = static_cast<DeviceGenerator*>(generator.unsafeGetGeneratorImpl());
+      const std::pair<uint64_t, uint64_t> next = engine->philox_engine_inputs(0);  // peeks
       for (size_t l = 0; l < program.launches.size(); ++l) {
-        const Launch& launch = program.launches[l];
-        for (size_t p = 0; p < launch.params.size(); ++p) {
-          const Param& param = launch.params[p];
-          if (param.index != static_cast<int>(r)) continue;
-          if (param.source == ProgramParamSource::kSeedLow) values[l][p] = counters.first & 0xFFFFFFFFu;
-          if (param.source == ProgramParamSource::kSeedHigh) values[l][p] = counters.first >> 32;
-          if (param.source == ProgramParamSource::kOffset) values[l][p] = counters.second;
+        for (size_t p = 0; p < program.launches[l].params.size(); ++p) {
+          const Param& param = program.launches[l].params[p];
+          if (param.source == ProgramParamSource::kSeedLow || param.source == ProgramParamSource::kSeedHigh ||
+              param.source == ProgramParamSource::kOffset) {
+            const uint64_t value = counter_value(param.source, next);
+            if (int_class(value) != param.int_class) return false;
+            values[l][p] = value;
+          }
         }
       }
+      engine->philox_engine_inputs(reservation.increment);
     }
     void* stream = native_stream(current_stream(device.index()));
     std::array<void*, kMaxParams> params;
@@ -663,7 +682,9 @@ bool record_program_launch(uintptr_t function, const std::array<int64_t, 3>& gri
         return refuse("a seed or offset parameter of no reservation of the call");
       }
       param.index = static_cast<int>(given.value);
-      call->reservations[param.index].used = true;
+      Reservation& reservation = call->reservations[param.index];
+      reservation.used = true;
+      param.int_class = int_class(counter_value(given.source, {reservation.seed, reservation.offset}));
     } else if (given.source == ProgramParamSource::kPointer) {
       if (given.bytes != 8) return refuse("a pointer parameter is not 8 bytes");
       const auto address = static_cast<uintptr_t>(given.value);
