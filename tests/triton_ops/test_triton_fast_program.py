@@ -247,7 +247,7 @@ starts = [int(d[0]) for d in first_draws]
 checks["counters_advance"] = starts[0] < starts[1] < starts[2] and all(
     torch.equal(d, d[0] + torch.arange(1000.0)) for d in first_draws)
 checks["counters_reproducible"] = all(torch.equal(a, b) for a, b in zip(first_draws, again))
-torch.npu.manual_seed((1 << 31) + 5)   # a seed Triton passes as u32, not i32: Python once, then replayed
+torch.npu.manual_seed((1 << 31) + 5)   # a seed Triton passes as i64, not i32: Python once, then replayed
 big_seed = [host(torch.native_dropout(torch.ones(1000).to("npu"), 0.5, True)[0]) for _ in range(3)]
 checks["seed_of_another_type"] = [int(d[0]) for d in big_seed] == [0, 1000, 2000]
 ranges = [torch.arange(5.0, 12.0, device="npu") for _ in range(3)]   # out= resized: replayed resized

@@ -188,10 +188,11 @@ struct Param {
   int8_t int_class = 0; // a seed's or offset's integer type as Triton chose it (`int_class`)
 };
 
-// The integer type Triton gives a parameter by its value (i32, u32, i64, u64): a seed or
-// offset of another type than recorded needs another compiled kernel.
+// The integer type Triton gives a non-negative parameter by its value (i32, i64, u64; its
+// native specialisation): a seed or offset of another type than recorded needs another
+// compiled kernel.
 int8_t int_class(uint64_t value) {
-  return value < (uint64_t{1} << 31) ? 0 : value < (uint64_t{1} << 32) ? 1 : value < (uint64_t{1} << 63) ? 2 : 3;
+  return value < (uint64_t{1} << 31) ? 0 : value < (uint64_t{1} << 63) ? 1 : 2;
 }
 
 uint64_t counter_value(ProgramParamSource source, const std::pair<uint64_t, uint64_t>& counters) {
