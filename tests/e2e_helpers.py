@@ -63,3 +63,45 @@ VARIANT_SPEC_EDITS = {
     "search_paths: [../simnpu/build/lib]": "search_paths: [lib]",
     "  home_env: SIMNPU_HOME\n": "",
 }
+
+
+# ------------------------------------------ the C++ replays of Triton launches ---
+
+def npu_backend_built() -> bool:
+    """Whether the simulated NPU's backend is installed and makes a tensor."""
+    proc = run_python("import torch_fl_npu, torch; torch.zeros(1, device='npu')", timeout=120)
+    return proc.returncode == 0
+
+
+def compile_stand_in_driver(folder: Path, source: str) -> Path:
+    """A stand-in `libcuda.so.1` compiled from C `source` into `folder` (the replay tests put
+    it first on LD_LIBRARY_PATH); returns the folder."""
+    (folder / "libcuda.c").write_text(source)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(folder / "libcuda.so.1"), str(folder / "libcuda.c"),
+                    "-ldl"], check=True)
+    return folder
+
+
+def run_with_stand_in_driver(script: str, driver: Path) -> dict:
+    """`script` in a fresh process on the simulated NPU with the stand-in driver in `driver`
+    (its folder also in STAND_IN_DIR); the last JSON line it prints."""
+    assert npu_backend_built(), "build the npu backend first (scripts/quickstart.sh)"
+    library_path = os.pathsep.join(p for p in (str(driver), os.environ.get("LD_LIBRARY_PATH")) if p)
+    proc = run_python(script, env={"LD_LIBRARY_PATH": library_path, "STAND_IN_DIR": str(driver)}, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return last_json_line(proc.stdout)
+
+
+def nvgpu_backend():
+    """The nvgpu backend registered beside CUDA (torch_fl.coexistence), or None without one or
+    without a GPU."""
+    try:
+        import torch_fl_nvgpu
+    except ImportError:
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    torch_fl_nvgpu._register()
+    return torch_fl_nvgpu

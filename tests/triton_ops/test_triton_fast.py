@@ -12,14 +12,13 @@ kernels: the last test, against native CUDA (scripts/nvgpu_device_run.sh, stage 
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from e2e_helpers import ROOT, last_json_line, run_python
+from e2e_helpers import (compile_stand_in_driver, last_json_line, npu_backend_built, nvgpu_backend, run_python,
+                          run_with_stand_in_driver)
 
 from torch_fl import _triton_fast
 
@@ -255,22 +254,14 @@ print(json.dumps(result))
 """
 
 
-def _npu_backend_built() -> bool:
-    proc = run_python("import torch_fl_npu, torch; torch.zeros(1, device='npu')", timeout=120)
-    return proc.returncode == 0
-
 
 @pytest.fixture(scope="module")
 def stand_in_driver(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("stand_in_cuda")
-    source = folder / "libcuda.c"
-    source.write_text(STAND_IN_DRIVER)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(folder / "libcuda.so.1"), str(source)], check=True)
-    return folder
+    return compile_stand_in_driver(tmp_path_factory.mktemp("stand_in_cuda"), STAND_IN_DRIVER)
 
 
 def test_npu_backend_without_a_cuda_driver_says_why():
-    assert _npu_backend_built(), "build the npu backend first (scripts/quickstart.sh)"
+    assert npu_backend_built(), "build the npu backend first (scripts/quickstart.sh)"
     proc = run_python("""
         import json, torch, torch_fl_npu
         C = torch_fl_npu._C
@@ -290,12 +281,7 @@ def test_npu_replay_from_cpp_through_the_dispatcher(stand_in_driver):
     the call's shape, the call's pointers, the element count, the grid from it, the
     recorded constant); calls with another key (element count class, scalar value,
     strides) go to Python, and a call whose launch was not dense is never recorded."""
-    assert _npu_backend_built(), "build the npu backend first (scripts/quickstart.sh)"
-    library_path = os.pathsep.join(p for p in (str(stand_in_driver), os.environ.get("LD_LIBRARY_PATH")) if p)
-    proc = run_python(REPLAY_SCRIPT, env={"LD_LIBRARY_PATH": library_path, "STAND_IN_DIR": str(stand_in_driver)},
-                      timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    r = last_json_line(proc.stdout)
+    r = run_with_stand_in_driver(REPLAY_SCRIPT, stand_in_driver)
     assert r["fronted"] == ["add.Tensor", "sub.Tensor"], r["why"]
     assert r["first_correct"] and r["replayed_correct"] and r["second_is_new"]
     assert r["launch"] == {"grid": 3, "block": 128, "shared": 0, "out": True, "a": True, "b": True, "pad": True,
@@ -315,18 +301,7 @@ def test_npu_replay_from_cpp_through_the_dispatcher(stand_in_driver):
 
 # ----------------------------------------------------- on the GPU (nvgpu) ---
 
-def _nvgpu():
-    try:
-        import torch_fl_nvgpu
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    torch_fl_nvgpu._register()  # beside CUDA the chip registers when asked (torch_fl.coexistence)
-    return torch_fl_nvgpu
-
-
-needs_nvgpu = pytest.mark.skipif(_nvgpu() is None, reason="needs the nvgpu backend on a GPU: "
+needs_nvgpu = pytest.mark.skipif(nvgpu_backend() is None, reason="needs the nvgpu backend on a GPU: "
                                  "scripts/nvgpu_device_run.sh OUTDIR setup install fast")
 
 POINTWISE_CASES = {
@@ -353,7 +328,7 @@ def test_replayed_launches_match_the_python_launch_and_native_cuda(dtype):
     others are replayed in C++; all are bitwise equal to the first and close to native CUDA,
     at element counts of each Triton specialisation class (1, odd, multiple of 16, several
     programs)."""
-    backend = _nvgpu()
+    backend = nvgpu_backend()
     assert "launched from C++" in backend.triton_status and "none launched" not in backend.triton_status
     C = backend._C
     before = C._fast_triton_stats()
@@ -380,7 +355,7 @@ def test_replays_on_the_current_stream_and_in_backward():
     replays too (threshold_backward, add_ for accumulation): gradients match the CPU's.
     (Not native CUDA's: with a PrivateUse1 backend loaded, torch's autograd engine takes it
     as the accelerator and CUDA backward asserts in the same process; bench/resnet50.py.)"""
-    backend = _nvgpu()
+    backend = nvgpu_backend()
     x = torch.randn(1 << 16)
     stream = torch.nvgpu.Stream()
     xn = x.to("nvgpu")

@@ -14,15 +14,12 @@ kernel: the tests at the end, against the Python launch and native CUDA
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
 
 import pytest
 import torch
 
-from e2e_helpers import last_json_line, run_python
+from e2e_helpers import compile_stand_in_driver, nvgpu_backend, run_with_stand_in_driver
 
-from torch_fl import _triton_fast
 
 STAND_IN_DRIVER = r"""
 #define _GNU_SOURCE
@@ -174,19 +171,10 @@ print(json.dumps(result))
 """
 
 
-def _npu_backend_built() -> bool:
-    proc = run_python("import torch_fl_npu, torch; torch.zeros(1, device='npu')", timeout=120)
-    return proc.returncode == 0
-
 
 @pytest.fixture(scope="module")
 def stand_in_driver(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("stand_in_cuda_foreach")
-    source = folder / "libcuda.c"
-    source.write_text(STAND_IN_DRIVER)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(folder / "libcuda.so.1"), str(source), "-ldl"],
-                   check=True)
-    return folder
+    return compile_stand_in_driver(tmp_path_factory.mktemp("stand_in_cuda_foreach"), STAND_IN_DRIVER)
 
 
 def test_npu_foreach_replay_from_cpp_through_the_dispatcher(stand_in_driver):
@@ -197,12 +185,7 @@ def test_npu_foreach_replay_from_cpp_through_the_dispatcher(stand_in_driver):
     twice has its own key, and a call whose lists share only their first tensor is not
     replayed under it; mixed dtypes and strided tensors are never keyed; pow with a list of
     exponents is not fronted (its kernel depends on their values)."""
-    assert _npu_backend_built(), "build the npu backend first (scripts/quickstart.sh)"
-    library_path = os.pathsep.join(p for p in (str(stand_in_driver), os.environ.get("LD_LIBRARY_PATH")) if p)
-    proc = run_python(REPLAY_SCRIPT, env={"LD_LIBRARY_PATH": library_path, "STAND_IN_DIR": str(stand_in_driver)},
-                      timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    r = last_json_line(proc.stdout)
+    r = run_with_stand_in_driver(REPLAY_SCRIPT, stand_in_driver)
     assert r["fronted"] == ["_foreach_mul.List", "_foreach_mul.Scalar", "_foreach_mul_.Scalar",
                             "_foreach_mul_.ScalarList"], r["why"]
     checks = r["checks"]
@@ -221,18 +204,7 @@ def test_npu_foreach_replay_from_cpp_through_the_dispatcher(stand_in_driver):
 
 # ----------------------------------------------------- on the GPU (nvgpu) ---
 
-def _nvgpu():
-    try:
-        import torch_fl_nvgpu
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    torch_fl_nvgpu._register()  # beside CUDA the chip registers when asked (torch_fl.coexistence)
-    return torch_fl_nvgpu
-
-
-needs_nvgpu = pytest.mark.skipif(_nvgpu() is None, reason="needs the nvgpu backend on a GPU: "
+needs_nvgpu = pytest.mark.skipif(nvgpu_backend() is None, reason="needs the nvgpu backend on a GPU: "
                                  "scripts/nvgpu_device_run.sh OUTDIR setup install fast")
 
 # An optimizer's calls and a few others: case -> (the op, its arguments from lists a, b, c).
@@ -266,7 +238,7 @@ def test_foreach_replays_match_the_python_launch_and_native_cuda(dtype):
     (one element, odd, several table rows), new values each call: the first runs the Python
     kernel, the others are replayed in C++. Every result is bitwise what the Python kernel
     (the op's mirror, called directly) gives for the same inputs, and close to native CUDA's."""
-    backend = _nvgpu()
+    backend = nvgpu_backend()
     C = backend._C
     before = C._fast_triton_stats()
     g = torch.Generator().manual_seed(0)
@@ -295,7 +267,7 @@ def test_foreach_replays_match_the_python_launch_and_native_cuda(dtype):
 def test_adamw_foreach_with_replays_matches_the_cpu():
     """torch.optim.AdamW (foreach) on nvgpu, its calls replayed from C++ after the first step:
     ten steps of a small model give the parameters AdamW gives on the CPU."""
-    backend = _nvgpu()
+    backend = nvgpu_backend()
     before = backend._C._fast_triton_stats().get("_foreach_addcdiv_.ScalarList", {}).get("replayed", 0)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 10))

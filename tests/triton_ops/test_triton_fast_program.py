@@ -14,13 +14,11 @@ scripts/nvgpu_device_run.sh, stage `fast`).
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
 
 import pytest
 import torch
 
-from e2e_helpers import last_json_line, run_python
+from e2e_helpers import compile_stand_in_driver, nvgpu_backend, run_with_stand_in_driver
 
 STAND_IN_DRIVER = r"""
 #define _GNU_SOURCE
@@ -261,28 +259,10 @@ print(json.dumps(result))
 """
 
 
-def _npu_backend_built() -> bool:
-    proc = run_python("import torch_fl_npu, torch; torch.zeros(1, device='npu')", timeout=120)
-    return proc.returncode == 0
-
 
 @pytest.fixture(scope="module")
 def stand_in_driver(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("stand_in_cuda_program")
-    source = folder / "libcuda.c"
-    source.write_text(STAND_IN_DRIVER)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(folder / "libcuda.so.1"), str(source), "-ldl"],
-                   check=True)
-    return folder
-
-
-def _run_replay_script(stand_in_driver, script=REPLAY_SCRIPT):
-    assert _npu_backend_built(), "build the npu backend first (scripts/quickstart.sh)"
-    library_path = os.pathsep.join(p for p in (str(stand_in_driver), os.environ.get("LD_LIBRARY_PATH")) if p)
-    proc = run_python(script, env={"LD_LIBRARY_PATH": library_path, "STAND_IN_DIR": str(stand_in_driver)},
-                      timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return last_json_line(proc.stdout)
+    return compile_stand_in_driver(tmp_path_factory.mktemp("stand_in_cuda_program"), STAND_IN_DRIVER)
 
 
 def test_npu_program_replay_from_cpp_through_the_dispatcher(stand_in_driver):
@@ -296,7 +276,7 @@ def test_npu_program_replay_from_cpp_through_the_dispatcher(stand_in_driver):
     pointer; a random op's replays reserve the generator's counters anew (its draws advance and
     repeat after manual_seed; a seed Triton would type otherwise goes to Python once); one resizing its `out=` argument first is replayed resizing the
     call's own; `equal` (a bool) is not fronted."""
-    r = _run_replay_script(stand_in_driver)
+    r = run_with_stand_in_driver(REPLAY_SCRIPT, stand_in_driver)
     assert r["fronted"] == ["amax", "arange.start_out", "cat", "mean.dim", "native_dropout", "prod.dim_int",
                             "sum.dim_IntList", "tril_"], r["why"]
     checks = r["checks"]
@@ -327,18 +307,7 @@ def test_npu_program_replay_from_cpp_through_the_dispatcher(stand_in_driver):
 
 # ----------------------------------------------------- on the GPU (nvgpu) ---
 
-def _nvgpu():
-    try:
-        import torch_fl_nvgpu
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    torch_fl_nvgpu._register()  # beside CUDA the chip registers when asked (torch_fl.coexistence)
-    return torch_fl_nvgpu
-
-
-needs_nvgpu = pytest.mark.skipif(_nvgpu() is None, reason="needs the nvgpu backend on a GPU: "
+needs_nvgpu = pytest.mark.skipif(nvgpu_backend() is None, reason="needs the nvgpu backend on a GPU: "
                                  "scripts/nvgpu_device_run.sh OUTDIR setup install fast")
 
 _A = torch.ops.aten
@@ -390,7 +359,7 @@ def test_program_replays_match_the_python_launch_and_native_cuda(dtype):
     bitwise equal to it, the third (new values) is replayed too; the first and third are close
     to native CUDA's. Every fronted op of the cases was replayed (else the reasons its keys
     were void are shown)."""
-    backend = _nvgpu()
+    backend = nvgpu_backend()
     C = backend._C
     before = C._fast_triton_stats()
     g = torch.Generator().manual_seed(0)
@@ -429,7 +398,7 @@ def test_transformer_training_with_program_replays_matches_the_cpu():
     steps on nvgpu, its program ops replayed from C++ after the first step: the parameters
     match the CPU's. (SGD: AdamW normalises each gradient, so the attention key bias, whose
     gradient is rounding noise, moves by the learning rate either way.)"""
-    backend = _nvgpu()
+    backend = nvgpu_backend()
     before = backend._C._fast_triton_stats().get("native_layer_norm_backward", {}).get("replayed", 0)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True),
@@ -466,7 +435,7 @@ def test_random_replays_draw_what_the_python_kernel_draws(dtype):
     the others are replayed with counters reserved again), then three more after the same seed
     (all replayed): the two runs are bitwise equal call by call, each call draws new numbers,
     and dropout keeps about 1 - p of its input, scaled by 1 / (1 - p)."""
-    backend = _nvgpu()
+    backend = nvgpu_backend()
     before = backend._C._fast_triton_stats()
     for case, (op, call) in RANDOM_CASES.items():
         runs = []

@@ -18,6 +18,7 @@
 #include <torch_fl/triton_launch.h>
 
 #include <torch_fl/cuda_launch.h>
+#include <torch_fl/triton_replay.h>
 #include <torch_fl/fallback.h>
 #include <torch_fl/streams.h>
 
@@ -40,6 +41,9 @@
 namespace torch_fl {
 
 namespace {
+
+using replay::aligned16;
+using replay::KeyWriter;
 
 constexpr size_t kMaxParams = 16;
 constexpr size_t kMaxRecipesPerOp = 256;
@@ -80,16 +84,6 @@ struct RecordedLaunch {
   std::vector<int64_t> rows;
   std::vector<uint64_t> params;
 };
-
-struct KeyWriter {
-  std::string bytes;
-  template <typename T>
-  void put(T value) {
-    bytes.append(reinterpret_cast<const char*>(&value), sizeof(T));
-  }
-};
-
-bool aligned16(const void* pointer) { return (reinterpret_cast<uintptr_t>(pointer) & 15) == 0; }
 
 uintptr_t address(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.const_data_ptr()); }
 
@@ -357,12 +351,8 @@ thread_local PendingForeach* pending_foreach = nullptr;
 
 class FastForeachKernel;
 
-std::mutex& kernels_mutex() {
-  static auto* m = new std::mutex();
-  return *m;
-}
-std::vector<FastForeachKernel*>& kernels() {
-  static auto* all = new std::vector<FastForeachKernel*>();
+replay::FrontedKernels<FastForeachKernel>& fronted_foreach() {
+  static auto* all = new replay::FrontedKernels<FastForeachKernel>();
   return *all;
 }
 
@@ -518,18 +508,7 @@ class FastForeachKernel final : public c10::OperatorKernel {
 }  // namespace
 
 void register_fast_foreach_op(const std::string& name, const std::string& overload, const std::string& mirror) {
-  std::string why;
-  TORCH_CHECK(cuda_launch_available(&why), "torch_fl: cannot launch Triton kernels from C++: ", why);
-  auto mirror_op = c10::Dispatcher::singleton().findSchemaOrThrow(mirror.c_str(), "");
-  const std::string op = overload.empty() ? name : name + "." + overload;
-  auto kernel = std::make_unique<FastForeachKernel>(op, mirror_op);
-  {
-    std::lock_guard<std::mutex> lock(kernels_mutex());
-    kernels().push_back(kernel.get());
-  }
-  static auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
-                                            __LINE__);
-  library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
+  fronted_foreach().front(name, overload, mirror);
 }
 
 bool record_foreach_launch(uintptr_t function, int64_t threads, int64_t shared_bytes, const at::Tensor& rows,
@@ -582,9 +561,8 @@ bool record_foreach_launch(uintptr_t function, int64_t threads, int64_t shared_b
 }
 
 std::vector<FastTritonStats> fast_foreach_stats() {
-  std::lock_guard<std::mutex> lock(kernels_mutex());
   std::vector<FastTritonStats> all;
-  for (FastForeachKernel* kernel : kernels()) all.push_back(kernel->stats());
+  fronted_foreach().each([&](FastForeachKernel& kernel) { all.push_back(kernel.stats()); });
   return all;
 }
 

@@ -1,6 +1,7 @@
 #include <torch_fl/triton_launch.h>
 
 #include <torch_fl/cuda_launch.h>
+#include <torch_fl/triton_replay.h>
 #include <torch_fl/driver.h>
 #include <torch_fl/fallback.h>
 #include <torch_fl/streams.h>
@@ -24,6 +25,9 @@ namespace torch_fl {
 
 namespace {
 
+using replay::aligned16;
+using replay::KeyWriter;
+
 constexpr size_t kMaxLaunchArgs = 40;
 constexpr size_t kMaxRecipesPerOp = 512;
 
@@ -37,17 +41,6 @@ struct Recipe {
   c10::ScalarType out_dtype = c10::ScalarType::Float;
   std::vector<LaunchArg> args;
 };
-
-// Appends the raw bytes of values to a key.
-struct KeyWriter {
-  std::string bytes;
-  template <typename T>
-  void put(T value) {
-    bytes.append(reinterpret_cast<const char*>(&value), sizeof(T));
-  }
-};
-
-bool aligned16(const void* pointer) { return (reinterpret_cast<uintptr_t>(pointer) & 15) == 0; }
 
 bool host_scalar_dtype(c10::ScalarType type) {
   switch (type) {
@@ -171,12 +164,8 @@ thread_local PendingCall* pending_call = nullptr;
 
 class FastTritonKernel;
 
-std::mutex& kernels_mutex() {
-  static auto* m = new std::mutex();
-  return *m;
-}
-std::vector<FastTritonKernel*>& kernels() {
-  static auto* all = new std::vector<FastTritonKernel*>();
+replay::FrontedKernels<FastTritonKernel>& fronted_pointwise() {
+  static auto* all = new replay::FrontedKernels<FastTritonKernel>();
   return *all;
 }
 
@@ -294,19 +283,7 @@ class FastTritonKernel final : public c10::OperatorKernel {
 }  // namespace
 
 void register_fast_triton_op(const std::string& name, const std::string& overload, const std::string& mirror) {
-  std::string why;
-  TORCH_CHECK(cuda_launch_available(&why), "torch_fl: cannot launch Triton kernels from C++: ", why);
-  auto mirror_op = c10::Dispatcher::singleton().findSchemaOrThrow(mirror.c_str(), "");
-  const std::string op = overload.empty() ? name : name + "." + overload;
-  auto kernel = std::make_unique<FastTritonKernel>(op, mirror_op);
-  {
-    std::lock_guard<std::mutex> lock(kernels_mutex());
-    kernels().push_back(kernel.get());
-  }
-  // One library for every op, alive for the process (as the kernels it registers).
-  static auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
-                                            __LINE__);
-  library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
+  fronted_pointwise().front(name, overload, mirror);
 }
 
 bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t function, int64_t threads,
@@ -377,8 +354,7 @@ bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t functio
 std::vector<FastTritonStats> fast_triton_stats() {
   std::vector<FastTritonStats> all = fast_foreach_stats();
   for (auto& entry : fast_program_stats()) all.push_back(std::move(entry));
-  std::lock_guard<std::mutex> lock(kernels_mutex());
-  for (FastTritonKernel* kernel : kernels()) all.push_back(kernel->stats());
+  fronted_pointwise().each([&](FastTritonKernel& kernel) { all.push_back(kernel.stats()); });
   return all;
 }
 

@@ -23,6 +23,7 @@
 #include <torch_fl/fallback.h>
 #include <torch_fl/rng.h>
 #include <torch_fl/streams.h>
+#include <torch_fl/triton_replay.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
@@ -51,23 +52,12 @@ namespace torch_fl {
 
 namespace {
 
+using replay::KeyWriter;
+
 constexpr size_t kMaxParams = 48;
 constexpr size_t kMaxLaunches = 16;
 constexpr size_t kMaxRecipesPerOp = 512;
 constexpr const char* kNotCurrentDevice = "the tensors are not on the current device";
-
-// Appends the raw bytes of values to a key.
-struct KeyWriter {
-  std::string bytes;
-  template <typename T>
-  void put(T value) {
-    bytes.append(reinterpret_cast<const char*>(&value), sizeof(T));
-  }
-  void put_ints(c10::IntArrayRef values) {
-    put(static_cast<int64_t>(values.size()));
-    bytes.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t));
-  }
-};
 
 // The chip tensors of a call, in argument order, a tensor list's elements in place: what a
 // recorded pointer or returned argument refers to (`Param::index`, `Output::index`).
@@ -361,12 +351,8 @@ bool aligned_offset(const void* data, int64_t offset, uint8_t low_bits) {
 
 class FastProgramKernel;
 
-std::mutex& kernels_mutex() {
-  static auto* m = new std::mutex();
-  return *m;
-}
-std::vector<FastProgramKernel*>& kernels() {
-  static auto* all = new std::vector<FastProgramKernel*>();
+replay::FrontedKernels<FastProgramKernel>& fronted_programs() {
+  static auto* all = new replay::FrontedKernels<FastProgramKernel>();
   return *all;
 }
 
@@ -630,20 +616,9 @@ class FastProgramKernel final : public c10::OperatorKernel {
 }  // namespace
 
 void register_fast_program_op(const std::string& name, const std::string& overload, const std::string& mirror) {
-  std::string why;
-  TORCH_CHECK(cuda_launch_available(&why), "torch_fl: cannot launch Triton kernels from C++: ", why);
-  auto mirror_op = c10::Dispatcher::singleton().findSchemaOrThrow(mirror.c_str(), "");
-  const std::string op = overload.empty() ? name : name + "." + overload;
-  const auto& returns = mirror_op.schema().returns();
-  TORCH_CHECK(returns.size() <= 8, "torch_fl: ", op, " returns more tensors than a program replay keeps");
-  auto kernel = std::make_unique<FastProgramKernel>(op, mirror_op);
-  {
-    std::lock_guard<std::mutex> lock(kernels_mutex());
-    kernels().push_back(kernel.get());
-  }
-  static auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
-                                            __LINE__);
-  library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
+  const auto& returns = c10::Dispatcher::singleton().findSchemaOrThrow(mirror.c_str(), "").schema().returns();
+  TORCH_CHECK(returns.size() <= 8, "torch_fl: ", name, " returns more tensors than a program replay keeps");
+  fronted_programs().front(name, overload, mirror);
 }
 
 bool record_program_launch(uintptr_t function, const std::array<int64_t, 3>& grid, int64_t threads,
@@ -754,17 +729,15 @@ void refuse_program_recording(const std::string& why) { void_recording(recording
 
 std::vector<std::tuple<std::string, std::string, int64_t>> fast_program_voids() {
   std::vector<std::tuple<std::string, std::string, int64_t>> all;
-  std::lock_guard<std::mutex> lock(kernels_mutex());
-  for (FastProgramKernel* kernel : kernels()) {
-    for (auto& [why, keys] : kernel->voids()) all.emplace_back(kernel->op(), why, keys);
-  }
+  fronted_programs().each([&](FastProgramKernel& kernel) {
+    for (auto& [why, keys] : kernel.voids()) all.emplace_back(kernel.op(), why, keys);
+  });
   return all;
 }
 
 std::vector<FastTritonStats> fast_program_stats() {
   std::vector<FastTritonStats> all;
-  std::lock_guard<std::mutex> lock(kernels_mutex());
-  for (FastProgramKernel* kernel : kernels()) all.push_back(kernel->stats());
+  fronted_programs().each([&](FastProgramKernel& kernel) { all.push_back(kernel.stats()); });
   return all;
 }
 
