@@ -100,29 +100,27 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
     definitions = torch.library.Library(namespace, "DEF")
     implementations = torch.library.Library(namespace, "IMPL")
     fronted = set()
+
+    def mount(op: str, recording: Callable, register: Callable) -> None:
+        """The mirror op with `recording` as its chip kernel, and `register`'s C++ kernel in
+        front of the aten op."""
+        name, _, overload = op.partition(".")
+        mirror, _ = define_mirror(definitions, op)
+        implementations.impl(mirror, outside_dynamo(recording), "PrivateUse1")
+        register(name, overload, f"{namespace}::{mirror}")
+        fronted.add(op)
+
     for op in sorted(o for o in ops if replayable(o)):
         name, _, overload = op.partition(".")
-        mirror, schema = define_mirror(definitions, op)
-        arg_names = [argument.name for argument in schema.arguments]
+        arg_names = [argument.name for argument in torch._C._get_schema("aten::" + name, overload).arguments]
         inplace = _pointwise.POINTWISE[op].mode == "inplace"
-        recording = outside_dynamo(_recording(kernel_of(op), arg_names, inplace, backend))
-        implementations.impl(mirror, recording, "PrivateUse1")
-        backend._register_fast_triton_op(name, overload, f"{namespace}::{mirror}")
-        fronted.add(op)
+        mount(op, _recording(kernel_of(op), arg_names, inplace, backend), backend._register_fast_triton_op)
     if hasattr(backend, "_register_fast_foreach_op"):
         for op in sorted(o for o in ops if replayable_foreach(o)):
-            name, _, overload = op.partition(".")
-            mirror, _ = define_mirror(definitions, op)
-            implementations.impl(mirror, outside_dynamo(_recording_foreach(kernel_of(op), backend)), "PrivateUse1")
-            backend._register_fast_foreach_op(name, overload, f"{namespace}::{mirror}")
-            fronted.add(op)
+            mount(op, _recording_foreach(kernel_of(op), backend), backend._register_fast_foreach_op)
     if hasattr(backend, "_register_fast_program_op"):
         for op in sorted(o for o in ops if o not in fronted and replayable_program(o)):
-            name, _, overload = op.partition(".")
-            mirror, _ = define_mirror(definitions, op)
-            implementations.impl(mirror, outside_dynamo(_recording_program(kernel_of(op), backend)), "PrivateUse1")
-            backend._register_fast_program_op(name, overload, f"{namespace}::{mirror}")
-            fronted.add(op)
+            mount(op, _recording_program(kernel_of(op), backend), backend._register_fast_program_op)
     log.debug("torch_fl: %s: %d op(s) launched from C++", chip, len(fronted))
     return fronted, [definitions, implementations], ""
 

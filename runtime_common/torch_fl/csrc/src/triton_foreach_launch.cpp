@@ -349,13 +349,6 @@ struct PendingForeach {
 };
 thread_local PendingForeach* pending_foreach = nullptr;
 
-class FastForeachKernel;
-
-replay::FrontedKernels<FastForeachKernel>& fronted_foreach() {
-  static auto* all = new replay::FrontedKernels<FastForeachKernel>();
-  return *all;
-}
-
 class FastForeachKernel final : public c10::OperatorKernel {
  public:
   FastForeachKernel(std::string op, c10::OperatorHandle mirror)
@@ -508,7 +501,7 @@ class FastForeachKernel final : public c10::OperatorKernel {
 }  // namespace
 
 void register_fast_foreach_op(const std::string& name, const std::string& overload, const std::string& mirror) {
-  fronted_foreach().front(name, overload, mirror);
+  replay::FrontedKernels<FastForeachKernel>::instance().front(name, overload, mirror);
 }
 
 bool record_foreach_launch(uintptr_t function, int64_t threads, int64_t shared_bytes, const at::Tensor& rows,
@@ -562,7 +555,7 @@ bool record_foreach_launch(uintptr_t function, int64_t threads, int64_t shared_b
 
 std::vector<FastTritonStats> fast_foreach_stats() {
   std::vector<FastTritonStats> all;
-  fronted_foreach().each([&](FastForeachKernel& kernel) { all.push_back(kernel.stats()); });
+  replay::FrontedKernels<FastForeachKernel>::instance().each([&](FastForeachKernel& kernel) { all.push_back(kernel.stats()); });
   return all;
 }
 

@@ -162,13 +162,6 @@ struct PendingCall {
 };
 thread_local PendingCall* pending_call = nullptr;
 
-class FastTritonKernel;
-
-replay::FrontedKernels<FastTritonKernel>& fronted_pointwise() {
-  static auto* all = new replay::FrontedKernels<FastTritonKernel>();
-  return *all;
-}
-
 class FastTritonKernel final : public c10::OperatorKernel {
  public:
   FastTritonKernel(std::string op, c10::OperatorHandle mirror)
@@ -283,7 +276,7 @@ class FastTritonKernel final : public c10::OperatorKernel {
 }  // namespace
 
 void register_fast_triton_op(const std::string& name, const std::string& overload, const std::string& mirror) {
-  fronted_pointwise().front(name, overload, mirror);
+  replay::FrontedKernels<FastTritonKernel>::instance().front(name, overload, mirror);
 }
 
 bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t function, int64_t threads,
@@ -354,7 +347,7 @@ bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t functio
 std::vector<FastTritonStats> fast_triton_stats() {
   std::vector<FastTritonStats> all = fast_foreach_stats();
   for (auto& entry : fast_program_stats()) all.push_back(std::move(entry));
-  fronted_pointwise().each([&](FastTritonKernel& kernel) { all.push_back(kernel.stats()); });
+  replay::FrontedKernels<FastTritonKernel>::instance().each([&](FastTritonKernel& kernel) { all.push_back(kernel.stats()); });
   return all;
 }
 

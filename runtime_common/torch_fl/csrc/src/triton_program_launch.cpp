@@ -349,13 +349,6 @@ bool aligned_offset(const void* data, int64_t offset, uint8_t low_bits) {
   return ((reinterpret_cast<uintptr_t>(data) + static_cast<uintptr_t>(offset)) & 15) == low_bits;
 }
 
-class FastProgramKernel;
-
-replay::FrontedKernels<FastProgramKernel>& fronted_programs() {
-  static auto* all = new replay::FrontedKernels<FastProgramKernel>();
-  return *all;
-}
-
 class FastProgramKernel final : public c10::OperatorKernel {
  public:
   FastProgramKernel(std::string op, c10::OperatorHandle mirror)
@@ -618,7 +611,7 @@ class FastProgramKernel final : public c10::OperatorKernel {
 void register_fast_program_op(const std::string& name, const std::string& overload, const std::string& mirror) {
   const auto& returns = c10::Dispatcher::singleton().findSchemaOrThrow(mirror.c_str(), "").schema().returns();
   TORCH_CHECK(returns.size() <= 8, "torch_fl: ", name, " returns more tensors than a program replay keeps");
-  fronted_programs().front(name, overload, mirror);
+  replay::FrontedKernels<FastProgramKernel>::instance().front(name, overload, mirror);
 }
 
 bool record_program_launch(uintptr_t function, const std::array<int64_t, 3>& grid, int64_t threads,
@@ -729,7 +722,7 @@ void refuse_program_recording(const std::string& why) { void_recording(recording
 
 std::vector<std::tuple<std::string, std::string, int64_t>> fast_program_voids() {
   std::vector<std::tuple<std::string, std::string, int64_t>> all;
-  fronted_programs().each([&](FastProgramKernel& kernel) {
+  replay::FrontedKernels<FastProgramKernel>::instance().each([&](FastProgramKernel& kernel) {
     for (auto& [why, keys] : kernel.voids()) all.emplace_back(kernel.op(), why, keys);
   });
   return all;
@@ -737,7 +730,7 @@ std::vector<std::tuple<std::string, std::string, int64_t>> fast_program_voids() 
 
 std::vector<FastTritonStats> fast_program_stats() {
   std::vector<FastTritonStats> all;
-  fronted_programs().each([&](FastProgramKernel& kernel) { all.push_back(kernel.stats()); });
+  replay::FrontedKernels<FastProgramKernel>::instance().each([&](FastProgramKernel& kernel) { all.push_back(kernel.stats()); });
   return all;
 }
 

@@ -48,6 +48,12 @@ inline torch::Library& fronting_library() {
 template <typename Kernel>
 class FrontedKernels {
  public:
+  // The family's one registry, alive for the process (as the kernels it lists).
+  static FrontedKernels& instance() {
+    static auto* all = new FrontedKernels();
+    return *all;
+  }
+
   // Puts a new Kernel in front of aten `name.overload` at PrivateUse1; calls it does not
   // replay go to `mirror` ("namespace::name", the same schema, the Python kernel).
   void front(const std::string& name, const std::string& overload, const std::string& mirror) {
