@@ -101,24 +101,32 @@ def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Cal
     implementations = torch.library.Library(namespace, "IMPL")
     fronted = set()
 
-    def mount(op: str, recording: Callable, register: Callable) -> None:
+    def mirror_of(op: str, recording: Callable, suffix: str = "") -> str:
+        """A mirror op of `op` with `recording` as its chip kernel: its qualified name."""
+        mirror, _ = define_mirror(definitions, op, suffix)
+        implementations.impl(mirror, outside_dynamo(recording), "PrivateUse1")
+        return f"{namespace}::{mirror}"
+
+    def mount(op: str, recording: Callable, register: Callable, **extra) -> None:
         """The mirror op with `recording` as its chip kernel, and `register`'s C++ kernel in
         front of the aten op."""
         name, _, overload = op.partition(".")
-        mirror, _ = define_mirror(definitions, op)
-        implementations.impl(mirror, outside_dynamo(recording), "PrivateUse1")
-        register(name, overload, f"{namespace}::{mirror}")
+        register(name, overload, mirror_of(op, recording), **extra)
         fronted.add(op)
 
+    # A pointwise op's broadcast and strided calls (not one dense launch) replay as programs.
+    programs = hasattr(backend, "_register_fast_program_op")
     for op in sorted(o for o in ops if replayable(o)):
         name, _, overload = op.partition(".")
         arg_names = [argument.name for argument in torch._C._get_schema("aten::" + name, overload).arguments]
         inplace = _pointwise.POINTWISE[op].mode == "inplace"
-        mount(op, _recording(kernel_of(op), arg_names, inplace, backend), backend._register_fast_triton_op)
+        strided = mirror_of(op, _recording_program(kernel_of(op), backend), "_program") if programs else ""
+        mount(op, _recording(kernel_of(op), arg_names, inplace, backend), backend._register_fast_triton_op,
+              strided_mirror=strided)
     if hasattr(backend, "_register_fast_foreach_op"):
         for op in sorted(o for o in ops if replayable_foreach(o)):
             mount(op, _recording_foreach(kernel_of(op), backend), backend._register_fast_foreach_op)
-    if hasattr(backend, "_register_fast_program_op"):
+    if programs:
         for op in sorted(o for o in ops if o not in fronted and replayable_program(o)):
             mount(op, _recording_program(kernel_of(op), backend), backend._register_fast_program_op)
     log.debug("torch_fl: %s: %d op(s) launched from C++", chip, len(fronted))
@@ -152,6 +160,8 @@ def _recording(kernel: Callable, arg_names: list[str], inplace: bool, backend) -
                     launch.elements_per_program, params)
                 if not recorded:
                     log.debug("torch_fl: launch not recorded for C++ replay: %s", why)
+        elif launches and hasattr(backend, "_mark_triton_call_strided"):
+            backend._mark_triton_call_strided()  # the strided kernel, a fill: the program replay's
         return result
 
     run.__name__ = getattr(kernel, "__name__", "triton_kernel") + "_recorded"

@@ -81,15 +81,15 @@ def _declined_mirrors(chip: str, ops: list[str], kernel_of: Callable[[str], Call
     return [definitions, implementations]
 
 
-def define_mirror(definitions, op: str):
+def define_mirror(definitions, op: str, suffix: str = ""):
     """Defines aten op `op`'s schema in `definitions`' namespace under the name `op` with "." as
-    "_"; returns (that name, aten's schema object)."""
+    "_" (and `suffix`); returns (that name, aten's schema object)."""
     import torch
 
     name, _, overload = op.partition(".")
     schema = torch._C._get_schema("aten::" + name, overload)
     text = str(schema)
-    mirror = op.replace(".", "_")
+    mirror = op.replace(".", "_") + suffix
     definitions.define(mirror + text[text.index("("):])
     return mirror, schema
 

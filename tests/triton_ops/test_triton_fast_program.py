@@ -98,6 +98,7 @@ import torch
 import torch_fl_npu
 from torch_fl import _triton_fast
 from torch_fl.triton_ops import _random
+from torch_fl.triton_ops import _common
 from torch_fl.triton_ops._launch import RECORDER
 
 C = torch_fl_npu._C
@@ -135,7 +136,8 @@ def launch(function, signature, grid, *values):
     slots += [ctypes.c_uint64(0), ctypes.c_uint64(0)]
     params = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
     driver.cuLaunchKernel(ctypes.c_void_p(function), grid, 1, 1, 128, 1, 1, 0, None, params, None)
-    RECORDER.report(Compiled(function, signature), (grid,), values + (128,))
+    if RECORDER.report is not None:  # None: a pointwise call (its launches are captured otherwise)
+        RECORDER.report(Compiled(function, signature), (grid,), values + (128,))
 
 outside = torch.zeros(4096).to("npu")  # memory no call allocated
 python_calls = []
@@ -185,6 +187,18 @@ def kernel_of(op):
         launch(IOTA, IOTA_SIG, 1, out, out.numel(), int(start))
         return out
 
+    def scaled(x, other):   # a pointwise op's strided kernel: no dense launch, so a program replay's
+        python_calls.append(op)
+        if _common.CAPTURE.launches is not None:
+            _common.CAPTURE.launches.append(None)
+        # a host scalar's value, in the key (a wrapped Python number arrives as one)
+        factor = other.item() if isinstance(other, torch.Tensor) else other
+        out = torch.empty(x.shape, device=x.device)
+        launch(SCALE, SCALE_SIG, 1, out, x, x.numel(), float(factor))
+        return out
+
+    if op == "mul.Tensor":
+        return scaled
     if op == "native_dropout":
         return counters
     if op == "arange.start_out":
@@ -198,7 +212,7 @@ def kernel_of(op):
     return twice_row_sums
 
 ops = ["sum.dim_IntList", "mean.dim", "amax", "prod.dim_int", "tril_", "cat", "native_dropout", "arange.start_out",
-       "equal"]
+       "equal", "mul.Tensor"]
 fronted, libraries, why = _triton_fast.front("npu", ops, C, kernel_of)
 result = {"fronted": sorted(fronted), "why": why}
 
@@ -250,6 +264,11 @@ big_seed = [host(torch.native_dropout(torch.ones(1000).to("npu"), 0.5, True)[0])
 checks["seed_of_another_type"] = [int(d[0]) for d in big_seed] == [0, 1000, 2000]
 ranges = [torch.arange(5.0, 12.0, device="npu") for _ in range(3)]   # out= resized: replayed resized
 checks["resized_out"] = all(torch.equal(host(r), torch.arange(5.0, 12.0)) for r in ranges)
+whole = torch.arange(4 * 48.0).view(4, 3, 16)
+# pointwise, not dense: Python, then programs; by a Python number, then by a 0-dim host tensor
+products = [big[i] * f for f in (3.0, torch.tensor(4.0)) for i in (1, 2, 3)]
+checks["strided_pointwise"] = all(torch.equal(host(p), whole[i] * f)
+                                  for p, (f, i) in zip(products, [(f, i) for f in (3.0, 4.0) for i in (1, 2, 3)]))
 result["checks"] = checks
 result["stats"] = {k: v for k, v in C._fast_triton_stats().items() if k in ops}
 result["voids"] = C._fast_program_voids()
@@ -274,11 +293,13 @@ def test_npu_program_replay_from_cpp_through_the_dispatcher(stand_in_driver):
     neither got nor allocated is void: those calls always take Python, and answer right. An op
     returning its argument is replayed in place, one taking a tensor list with each element's own
     pointer; a random op's replays reserve the generator's counters anew (its draws advance and
-    repeat after manual_seed; a seed Triton would type otherwise goes to Python once); one resizing its `out=` argument first is replayed resizing the
-    call's own; `equal` (a bool) is not fronted."""
+    repeat after manual_seed; a seed Triton would type otherwise goes to Python once); one
+    resizing its `out=` argument first is replayed resizing the call's own; a pointwise op whose
+    call was not one dense launch goes to a program replay (a host scalar's value in its key);
+    `equal` (a bool) is not fronted."""
     r = run_with_stand_in_driver(REPLAY_SCRIPT, stand_in_driver)
-    assert r["fronted"] == ["amax", "arange.start_out", "cat", "mean.dim", "native_dropout", "prod.dim_int",
-                            "sum.dim_IntList", "tril_"], r["why"]
+    assert r["fronted"] == ["amax", "arange.start_out", "cat", "mean.dim", "mul.Tensor", "native_dropout",
+                            "prod.dim_int", "sum.dim_IntList", "tril_"], r["why"]
     checks = r["checks"]
     assert checks.pop("keepdim") == [[3, 1], True]
     assert checks.pop("other_shape") == [True, True]
@@ -294,9 +315,12 @@ def test_npu_program_replay_from_cpp_through_the_dispatcher(stand_in_driver):
         "cat": {"replayed": 2, "to_python": 1, "recipes": 1},
         "native_dropout": {"replayed": 7, "to_python": 2, "recipes": 1},
         "arange.start_out": {"replayed": 2, "to_python": 1, "recipes": 1},
+        # per factor: the pointwise kernel's Python call (not one dense launch), the program
+        # replay's recording, then a replay
+        "mul.Tensor": {"replayed": 2, "to_python": 4, "recipes": 2},
     }, r["stats"]
-    assert r["python_calls"] == {"sum.dim_IntList": 3, "mean.dim": 4, "amax": 3, "prod.dim_int": 3, "tril_": 1, "cat": 1, "native_dropout": 2,
-                                 "arange.start_out": 1}
+    assert r["python_calls"] == {"sum.dim_IntList": 3, "mean.dim": 4, "amax": 3, "prod.dim_int": 3, "tril_": 1,
+                                 "cat": 1, "native_dropout": 2, "arange.start_out": 1, "mul.Tensor": 4}
     assert r["voids"] == {
         "mean.dim": {"the Python kernel ran aten::abs, which a replay would not run": 1},
         "amax": {"a Triton launch not made through FastKernel (autotuned, or an unwrapped JITFunction)": 1},
@@ -386,10 +410,50 @@ def test_program_replays_match_the_python_launch_and_native_cuda(dtype):
     after = C._fast_triton_stats()
     voids = C._fast_program_voids()
     fronted_ops = {op for op, _ in PROGRAM_CASES.values() if op in after}
-    assert {"sum.dim_IntList", "_softmax", "native_layer_norm", "native_layer_norm_backward"} <= fronted_ops
+    # (softmax and log_softmax are nvgpu's vendor kernels: not fronted there)
+    assert {"sum.dim_IntList", "amax", "native_layer_norm", "native_layer_norm_backward", "tril"} <= fronted_ops
     for op in sorted(fronted_ops):
         replayed = after[op]["replayed"] - before.get(op, {}).get("replayed", 0)
         assert replayed >= 2, (op, after[op], voids.get(op))
+
+
+# Pointwise calls that are not one dense launch (broadcast, strided, a host 0-dim operand) and
+# cat, as Llama's rotary embedding and RMS norm make them: program replays.
+STRIDED_CASES = {
+    "mul broadcast": ("mul.Tensor", lambda t: t((2, 4, 16, 32)) * t((1, 1, 16, 32))),
+    "mul by a row statistic": ("mul.Tensor", lambda t: t((2, 16, 64)) * t((2, 16, 1))),
+    "neg of a slice": ("neg", lambda t: -t((2, 4, 16, 64))[..., 32:]),
+    "add to a transpose": ("add.Tensor", lambda t: t((64, 33)).t() + t((33, 64))),
+    "div of a transpose by a host 0-dim": ("div.Tensor", lambda t: t((8, 33)).t() / torch.tensor(3.0)),
+    "cat of two": ("cat", lambda t: torch.cat([t((2, 4, 16, 32)), t((2, 4, 16, 32))], -1)),
+}
+
+
+@needs_nvgpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_strided_pointwise_calls_replay_as_programs(dtype):
+    """Each case four times with the same values on nvgpu: a pointwise op's first call of a key
+    runs Python (not one dense launch), the second records its program, the others replay it;
+    all four bitwise equal, and close to native CUDA's."""
+    backend = nvgpu_backend()
+    C = backend._C
+    before = C._fast_triton_stats()
+    g = torch.Generator().manual_seed(0)
+    for case, (op, call) in STRIDED_CASES.items():
+        state = g.get_state()
+
+        def run(device):
+            g.set_state(state)
+            return call(lambda shape: torch.randn(shape, generator=g).to(dtype).to(device)).cpu()
+
+        results = [run("nvgpu") for _ in range(4)]
+        for other in results[1:]:
+            assert torch.equal(other, results[0]), case
+        torch.testing.assert_close(results[0], run("cuda"), msg=lambda m: f"{case}: {m}")
+    after = C._fast_triton_stats()
+    voids = C._fast_program_voids()
+    for op in {op for op, _ in STRIDED_CASES.values()}:
+        assert after[op]["replayed"] - before.get(op, {}).get("replayed", 0) >= 2, (op, after[op], voids.get(op))
 
 
 @needs_nvgpu

@@ -539,9 +539,20 @@ def test_layer_norm():
     _, mean, rstd = torch.native_layer_norm(x, [9000], w, b, 1e-5)
     check("native_layer_norm_backward", (rnd(2, 9000, seed=3), x, [9000], mean, rstd, w, b, [True, True, True]),
           tol=(1e-5, 2e-5))
+    check("native_layer_norm", (rnd(3, 16, dtype=F64), [16], rnd(16, dtype=F64, seed=1), None, 1e-5))
+    for dt in (BF16, F16):
+        # The statistics in float32, as CUDA's kernel and torch's meta function for every device
+        # but the CPU (whose kernel keeps the input's dtype) return them.
+        x, w, b = rnd(3, 16, dtype=dt), rnd(16, dtype=dt, seed=1), rnd(16, dtype=dt, seed=2)
+        got = tops.kernel_for("native_layer_norm")(*_move_args((x, [16], w, b, 1e-5), DEVICE))
+        want = torch.native_layer_norm(x.float(), [16], w.float(), b.float(), 1e-5)
+        meta = torch.native_layer_norm(x.to("meta"), [16], w.to("meta"), b.to("meta"), 1e-5)
+        assert [t.dtype for t in got] == [t.dtype for t in meta] == [dt, torch.float32, torch.float32]
+        torch.testing.assert_close(got[0].cpu(), want[0].to(dt), rtol=3e-2, atol=3e-2)
+        for g, r in zip(got[1:], want[1:]):
+            torch.testing.assert_close(g.cpu(), r, rtol=1e-5, atol=1e-5)
     for dt in (BF16, F16, F64):
         x, w, b = rnd(3, 16, dtype=dt), rnd(16, dtype=dt, seed=1), rnd(16, dtype=dt, seed=2)
-        check("native_layer_norm", (x, [16], w, b, 1e-5))
         _, mean, rstd = torch.native_layer_norm(x, [16], w, b, 1e-5)
         check("native_layer_norm_backward", (rnd(3, 16, dtype=dt, seed=3), x, [16], mean, rstd, w, b,
                                              [True, True, True]), tol=(1e-5, 1e-5) if dt == F64 else (3e-2, 3e-2))

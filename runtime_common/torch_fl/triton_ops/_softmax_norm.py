@@ -123,13 +123,15 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     xb = contig(input, cd)
     out = empty(input.shape, input.dtype, input.device)
     sshape = lead + [1] * nk
-    mean = empty(sshape, input.dtype, input.device)
-    rstd = empty(sshape, input.dtype, input.device)
+    # The statistics in the compute dtype (float32 for half and bfloat16), as CUDA's kernel and
+    # torch's meta function for every device but the CPU return them.
+    mean = empty(sshape, cd, input.device)
+    rstd = empty(sshape, cd, input.device)
     wb = contig(weight, cd) if weight is not None else xb
     bb = contig(bias, cd) if bias is not None else xb
     if m > 0 and kk > 0:
         K.layer_norm_kernel[(m,)](xb, wb, bb, out, mean, rstd, m, kk, float(eps), HAS_W=weight is not None,
-                                  HAS_B=bias is not None, ODT=dtype_code(input.dtype), SDT=dtype_code(input.dtype),
+                                  HAS_B=bias is not None, ODT=dtype_code(input.dtype), SDT=dtype_code(cd),
                                   **_row_launch(kk))
     return out, mean, rstd
 

@@ -249,7 +249,7 @@ void bind_backend(py::module_& m) {
     return py::make_tuple(available, why_not);
   });
   m.def("_register_fast_triton_op", &register_fast_triton_op, py::arg("name"), py::arg("overload"),
-        py::arg("mirror"));
+        py::arg("mirror"), py::arg("strided_mirror") = "");
   m.def("_record_triton_launch",
         [](const at::Tensor& out, bool inplace, uintptr_t function, int64_t threads, int64_t shared_bytes,
            int64_t elements_per_program, const std::vector<std::tuple<int64_t, int64_t, int>>& args) {
@@ -262,6 +262,7 @@ void bind_backend(py::module_& m) {
                                                      elements_per_program, launch_args, &why_not);
           return py::make_tuple(recorded, why_not);
         });
+  m.def("_mark_triton_call_strided", &mark_triton_call_strided);
   m.def("_register_fast_foreach_op", &register_fast_foreach_op, py::arg("name"), py::arg("overload"),
         py::arg("mirror"));
   m.def("_record_foreach_launch",

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -156,6 +157,7 @@ struct PendingCall {
   std::vector<int64_t> out_shape;
   const c10::TensorImpl* first_argument;  // an in-place op's output
   bool recordable;                         // false: a call without a key (nothing is recorded for it)
+  bool strided = false;                    // the kernel did not make one dense launch (any call of the key)
   int records = 0;
   std::optional<Recipe> recipe;
   PendingCall* previous;
@@ -164,10 +166,13 @@ thread_local PendingCall* pending_call = nullptr;
 
 class FastTritonKernel final : public c10::OperatorKernel {
  public:
-  FastTritonKernel(std::string op, c10::OperatorHandle mirror)
-      : op_(std::move(op)), mirror_(std::move(mirror)), counter_(op_.c_str(), FallbackPath::triton) {}
+  FastTritonKernel(std::string op, c10::OperatorHandle mirror, BoxedCall strided = nullptr)
+      : op_(std::move(op)),
+        mirror_(std::move(mirror)),
+        strided_(std::move(strided)),
+        counter_(op_.c_str(), FallbackPath::triton) {}
 
-  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     const size_t count = op.schema().arguments().size();
     const size_t first = stack->size() - count;
     KeyWriter key;
@@ -175,21 +180,27 @@ class FastTritonKernel final : public c10::OperatorKernel {
     const bool keyed = call_key(*stack, first, count, &key, &facts);
     if (keyed) {
       std::shared_ptr<const Recipe> recipe;
+      bool found = false;
       {
         std::shared_lock<std::shared_mutex> lock(mutex_);
         auto it = recipes_.find(key.bytes);
-        if (it != recipes_.end()) recipe = it->second;
+        found = it != recipes_.end();
+        if (found) recipe = it->second;
       }
       if (recipe && replay(*recipe, stack, first, count, facts)) {
         replayed_.fetch_add(1, std::memory_order_relaxed);
         counter_.hit();
         return;
       }
+      if (found && !recipe) {  // not one dense launch: the program replay's (it counts the call)
+        strided_(op, ks, stack);
+        return;
+      }
     }
     to_python_.fetch_add(1, std::memory_order_relaxed);
     // Even a call without a key is a pending call: a launch it makes must not be taken as
     // that of a fronted call it is nested in.
-    PendingCall call{std::move(key.bytes), std::move(facts), {}, nullptr, keyed, 0, std::nullopt, pending_call};
+    PendingCall call{std::move(key.bytes), std::move(facts), {}, nullptr, keyed, false, 0, std::nullopt, pending_call};
     if (call.facts.shape_source) call.out_shape = call.facts.shape_source->sizes().vec();
     const c10::IValue& first_value = (*stack)[first];
     if (first_value.isTensor()) call.first_argument = first_value.toTensor().unsafeGetTensorImpl();
@@ -205,18 +216,25 @@ class FastTritonKernel final : public c10::OperatorKernel {
     }
     pending_call = call.previous;
     if (!keyed) return;
-    if (call.records == 1 && call.recipe) {
+    const bool recorded = call.records == 1 && call.recipe;
+    if (recorded || (strided_ && call.strided)) {
       std::unique_lock<std::shared_mutex> lock(mutex_);
       // Keys hold scalar values (an lr schedule makes new ones): a full cache starts over
       // rather than sending every later key to Python; the keys in use are recorded again.
       if (recipes_.size() >= kMaxRecipesPerOp) recipes_.clear();
-      recipes_.emplace(std::move(call.key), std::make_shared<const Recipe>(std::move(*call.recipe)));
+      // A call that made no single dense launch (the strided kernel, a fill for a scalar
+      // operand), as every call of its key would: the key's later calls go to the program
+      // replay (null). (A call not recorded for what is its own, one tensor passed twice, is not.)
+      recipes_.emplace(std::move(call.key),
+                       recorded ? std::make_shared<const Recipe>(std::move(*call.recipe)) : nullptr);
     }
   }
 
   FastTritonStats stats() {
     std::shared_lock<std::shared_mutex> lock(mutex_);
-    return {op_, replayed_.load(), to_python_.load(), static_cast<int64_t>(recipes_.size())};
+    int64_t recipes = 0;
+    for (const auto& entry : recipes_) recipes += entry.second != nullptr;
+    return {op_, replayed_.load(), to_python_.load(), recipes};
   }
 
  private:
@@ -266,17 +284,20 @@ class FastTritonKernel final : public c10::OperatorKernel {
 
   std::string op_;
   c10::OperatorHandle mirror_;
+  BoxedCall strided_;  // the program replay of the op, or none
   PathCounter counter_;
   std::shared_mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<const Recipe>> recipes_;
+  std::unordered_map<std::string, std::shared_ptr<const Recipe>> recipes_;  // null: the program replay's
   std::atomic<int64_t> replayed_{0};
   std::atomic<int64_t> to_python_{0};
 };
 
 }  // namespace
 
-void register_fast_triton_op(const std::string& name, const std::string& overload, const std::string& mirror) {
-  replay::FrontedKernels<FastTritonKernel>::instance().front(name, overload, mirror);
+void register_fast_triton_op(const std::string& name, const std::string& overload, const std::string& mirror,
+                             const std::string& strided_mirror) {
+  BoxedCall strided = strided_mirror.empty() ? nullptr : program_replay(name, overload, strided_mirror);
+  replay::FrontedKernels<FastTritonKernel>::instance().front(name, overload, mirror, std::move(strided));
 }
 
 bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t function, int64_t threads,
@@ -344,10 +365,24 @@ bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t functio
   return true;
 }
 
+void mark_triton_call_strided() {
+  if (pending_call != nullptr) pending_call->strided = true;
+}
+
 std::vector<FastTritonStats> fast_triton_stats() {
   std::vector<FastTritonStats> all = fast_foreach_stats();
-  for (auto& entry : fast_program_stats()) all.push_back(std::move(entry));
-  replay::FrontedKernels<FastTritonKernel>::instance().each([&](FastTritonKernel& kernel) { all.push_back(kernel.stats()); });
+  std::map<std::string, FastTritonStats> by_op;  // a pointwise op's program replay counts with it
+  auto add = [&](FastTritonStats entry) {
+    auto [it, inserted] = by_op.try_emplace(entry.op, entry);
+    if (!inserted) {
+      it->second.replayed += entry.replayed;
+      it->second.to_python += entry.to_python;
+      it->second.recipes += entry.recipes;
+    }
+  };
+  for (auto& entry : fast_program_stats()) add(std::move(entry));
+  replay::FrontedKernels<FastTritonKernel>::instance().each([&](FastTritonKernel& kernel) { add(kernel.stats()); });
+  for (auto& [op, entry] : by_op) all.push_back(std::move(entry));
   return all;
 }
 

@@ -97,6 +97,24 @@ bool key_tensor(const at::Tensor& t, KeyWriter* key, Slots* slots) {
   return true;
 }
 
+// Adds a 0-dim host tensor to the key: its dtype, whether it wraps a Python number, its value.
+bool key_host_scalar(const at::Tensor& t, KeyWriter* key) {
+  const c10::ScalarType type = t.scalar_type();
+  if (!c10::isFloatingType(type) && !c10::isIntegralType(type, /*includeBool=*/true)) return false;
+  key->put('C');
+  key->put(static_cast<int8_t>(type));
+  key->put(static_cast<char>(t.unsafeGetTensorImpl()->is_wrapped_number()));
+  const c10::Scalar item = t.item();
+  if (item.isFloatingPoint()) {
+    key->put(item.toDouble());
+  } else if (item.isBoolean()) {
+    key->put(static_cast<int64_t>(item.toBool()));
+  } else {
+    key->put(item.toLong());
+  }
+  return true;
+}
+
 // The key of a call: everything the Python preparation can read without running an op. Per
 // chip tensor (also in a list) as `key_tensor`; per scalar, int list, dtype, device or string
 // its value; then the default dtype and the deterministic-algorithms flag. False: a call never
@@ -108,6 +126,11 @@ bool program_key(const torch::jit::Stack& stack, size_t first, size_t count, Key
       const at::Tensor& t = value.toTensor();
       if (!t.defined()) {
         key->put('u');
+      } else if (t.device().is_cpu() && t.dim() == 0 && !t.is_conj() && !t.is_neg() && !t.requires_grad()) {
+        // A host scalar (`x * 2` passes a wrapped number): the Python kernel reads its value
+        // (`item`, which the recording lets through for host tensors) and promotes a wrapped
+        // number otherwise than a 0-dim tensor.
+        if (!key_host_scalar(t, key)) return false;
       } else if (!key_tensor(t, key, slots)) {
         return false;
       }
@@ -275,15 +298,26 @@ bool metadata_op(std::string_view name) {
       "aten::resolve_neg",   "aten::result_type",    "aten::broadcast_tensors", "aten::broadcast_to",
       "aten::is_same_size",  "aten::unsafe_split",   "aten::unsafe_chunk", "aten::mT",
       "aten::numpy_T",       "aten::matrix_H",       "aten::adjoint",      "aten::_reshape_copy",
+      // functions of dtypes alone
+      "aten::promote_types", "aten::can_cast",
   };
   return allowed->count(name) != 0;
+}
+
+// The value of a host tensor (the call's host scalars are keyed on theirs; a host tensor the
+// kernel made holds what the key decided).
+bool host_read(const at::RecordFunction& fn) {
+  const std::string_view name = fn.name();
+  if (name != "aten::item" && name != "aten::_local_scalar_dense") return false;
+  const auto inputs = fn.inputs();
+  return !inputs.empty() && inputs[0].isTensor() && inputs[0].toTensor().device().is_cpu();
 }
 
 std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
   Recording* r = recording;
   if (r == nullptr || !r->void_reason.empty()) return nullptr;
   const std::string_view name = fn.name();
-  if (!allocation_op(name) && !metadata_op(name) && name != "aten::resize_") {
+  if (!allocation_op(name) && !metadata_op(name) && name != "aten::resize_" && !host_read(fn)) {
     void_recording(r, std::string("the Python kernel ran ") + fn.name() + ", which a replay would not run");
   }
   return nullptr;
@@ -392,6 +426,7 @@ class FastProgramKernel final : public c10::OperatorKernel {
     {
       // Watches the ops the Python kernel runs, on this thread, for this call only.
       auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(on_op_start, on_op_end)
+                                                   .needsInputs(true)
                                                    .needsOutputs(true)
                                                    .scopes({at::RecordScope::FUNCTION}));
       try {
@@ -451,7 +486,8 @@ class FastProgramKernel final : public c10::OperatorKernel {
   // be replayed.
   std::shared_ptr<const Program> finish(Recording* call, const torch::jit::Stack& stack, size_t first,
                                         size_t nreturns) {
-    if (!call->void_reason.empty() || call->launches.empty()) return nullptr;
+    // (A call that launched nothing, a zero-element one, replays as its allocations and returns.)
+    if (!call->void_reason.empty()) return nullptr;
     for (const Reservation& reservation : call->reservations) {
       // Counters reserved but not passed to a launch as a seed and offset: the numbers would
       // reach a kernel some other way, which a replay would repeat.
@@ -607,6 +643,13 @@ class FastProgramKernel final : public c10::OperatorKernel {
 };
 
 }  // namespace
+
+BoxedCall program_replay(const std::string& name, const std::string& overload, const std::string& mirror) {
+  FastProgramKernel* kernel = replay::FrontedKernels<FastProgramKernel>::instance().adopt(name, overload, mirror);
+  return [kernel](const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+    (*kernel)(op, keys, stack);
+  };
+}
 
 void register_fast_program_op(const std::string& name, const std::string& overload, const std::string& mirror) {
   const auto& returns = c10::Dispatcher::singleton().findSchemaOrThrow(mirror.c_str(), "").schema().returns();

@@ -14,9 +14,12 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -39,8 +42,11 @@ struct LaunchArg {
 
 // Puts the C++ kernel in front of aten `name.overload` at PrivateUse1; calls it cannot
 // replay go to `mirror` (a "namespace::name" op with the same schema, whose PrivateUse1
-// kernel is the Python one).
-void register_fast_triton_op(const std::string& name, const std::string& overload, const std::string& mirror);
+// kernel is the Python one). With a `strided_mirror` (the same Python kernel, recording for a
+// program replay), a key whose call was not one dense launch (broadcast or strided operands)
+// goes to a program replay of the op (`program_replay`) rather than to Python every time.
+void register_fast_triton_op(const std::string& name, const std::string& overload, const std::string& mirror,
+                             const std::string& strided_mirror = "");
 
 // Called by the Python kernel during a call the C++ kernel sent it: its launch, to be
 // replayed for calls with the same key. Returns false when no such call is in progress
@@ -48,6 +54,11 @@ void register_fast_triton_op(const std::string& name, const std::string& overloa
 bool record_triton_launch(const at::Tensor& out, bool inplace, uintptr_t function, int64_t threads,
                           int64_t shared_bytes, int64_t elements_per_program, const std::vector<LaunchArg>& args,
                           std::string* why_not);
+
+// Called by the Python kernel of a pointwise call the C++ kernel sent it when it made no single
+// dense launch (broadcast or strided operands), which its key decides: with a program replay,
+// the key's later calls go to it.
+void mark_triton_call_strided();
 
 // The foreach family (triton_foreach_launch.cpp): a C++ kernel in front of aten `name.overload`
 // replays the one table launch (torch_fl/triton_ops/_foreach.py) its Python kernel made for a
@@ -69,6 +80,12 @@ bool record_foreach_launch(uintptr_t function, int64_t threads, int64_t shared_b
 // kernel in front of aten `name.overload` replays the program its Python kernel ran for a
 // call with the same key (shapes, strides, dtypes, scalars), recorded while that kernel ran.
 void register_fast_program_op(const std::string& name, const std::string& overload, const std::string& mirror);
+
+// A program replay of aten `name.overload` that fronts nothing itself: a kernel in front of the
+// op hands it the calls it cannot replay; the calls the program replay cannot replay either go
+// to `mirror`. Its statistics count under the op's name with the fronting kernel's.
+using BoxedCall = std::function<void(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*)>;
+BoxedCall program_replay(const std::string& name, const std::string& overload, const std::string& mirror);
 
 // One parameter of a launch a recorded Python kernel made, of `bytes` bytes: a pointer (`value`
 // its address), a constant (an integer, or a float's bits), or part of a reservation of Philox

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace torch_fl::replay {
@@ -55,18 +56,26 @@ class FrontedKernels {
   }
 
   // Puts a new Kernel in front of aten `name.overload` at PrivateUse1; calls it does not
-  // replay go to `mirror` ("namespace::name", the same schema, the Python kernel).
-  void front(const std::string& name, const std::string& overload, const std::string& mirror) {
-    std::string why;
-    TORCH_CHECK(cuda_launch_available(&why), "torch_fl: cannot launch Triton kernels from C++: ", why);
-    auto mirror_op = c10::Dispatcher::singleton().findSchemaOrThrow(mirror.c_str(), "");
-    const std::string op = overload.empty() ? name : name + "." + overload;
-    auto kernel = std::make_unique<Kernel>(op, mirror_op);
+  // replay go to `mirror` ("namespace::name", the same schema, the Python kernel). `extra`:
+  // further arguments of the Kernel's constructor.
+  template <typename... Extra>
+  void front(const std::string& name, const std::string& overload, const std::string& mirror, Extra&&... extra) {
+    auto kernel = make(name, overload, mirror, std::forward<Extra>(extra)...);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       kernels_.push_back(kernel.get());
     }
-    fronting_library().impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
+    fronting_library().impl(kernel_op(name, overload).c_str(),
+                            torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
+  }
+
+  // A new Kernel for aten `name.overload` that fronts nothing itself (another kernel hands it
+  // calls), kept with the fronted ones and alive for the process.
+  Kernel* adopt(const std::string& name, const std::string& overload, const std::string& mirror) {
+    auto kernel = make(name, overload, mirror);
+    std::lock_guard<std::mutex> lock(mutex_);
+    kernels_.push_back(kernel.get());
+    return kernel.release();
   }
 
   template <typename F>
@@ -76,6 +85,19 @@ class FrontedKernels {
   }
 
  private:
+  static std::string kernel_op(const std::string& name, const std::string& overload) {
+    return overload.empty() ? name : name + "." + overload;
+  }
+
+  template <typename... Extra>
+  static std::unique_ptr<Kernel> make(const std::string& name, const std::string& overload, const std::string& mirror,
+                                      Extra&&... extra) {
+    std::string why;
+    TORCH_CHECK(cuda_launch_available(&why), "torch_fl: cannot launch Triton kernels from C++: ", why);
+    auto mirror_op = c10::Dispatcher::singleton().findSchemaOrThrow(mirror.c_str(), "");
+    return std::make_unique<Kernel>(kernel_op(name, overload), mirror_op, std::forward<Extra>(extra)...);
+  }
+
   std::mutex mutex_;
   std::vector<Kernel*> kernels_;
 };
