@@ -539,6 +539,11 @@ def test_layer_norm():
     _, mean, rstd = torch.native_layer_norm(x, [9000], w, b, 1e-5)
     check("native_layer_norm_backward", (rnd(2, 9000, seed=3), x, [9000], mean, rstd, w, b, [True, True, True]),
           tol=(1e-5, 2e-5))
+    # many rows: the weight and bias gradients summed in row parts, then over the parts
+    x, w, b = rnd(300, 8), rnd(8, seed=1), rnd(8, seed=2)
+    _, mean, rstd = torch.native_layer_norm(x, [8], w, b, 1e-5)
+    for mask in ([True, True, True], [False, True, False], [False, False, True]):
+        check("native_layer_norm_backward", (rnd(300, 8, seed=3), x, [8], mean, rstd, w, b, mask), tol=(1e-5, 2e-5))
     check("native_layer_norm", (rnd(3, 16, dtype=F64), [16], rnd(16, dtype=F64, seed=1), None, 1e-5))
     for dt in (BF16, F16):
         # The statistics in float32, as CUDA's kernel and torch's meta function for every device

@@ -1593,6 +1593,42 @@ def layer_norm_bwd_kernel(g, x, mean, rstd, w, dx, M, K, HAS_W: tl.constexpr, OD
             tl.store(dx + row * K + cols, _to_odt(rs * (gv - a - xh * c), ODT), mask=mk)
 
 
+@triton.jit
+def layer_norm_bwd_wb_kernel(g, x, mean, rstd, dw, db, M, K, ROWS, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                             F64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Column sums over the rows [ROWS * part, ROWS * (part + 1)), part = program_id(1):
+    dw[part, c] = sum g * (x - mean) * rstd, db[part, c] = sum g, accumulated in float32 (float64
+    for float64 buffers); one pass over g and x for both (CUDA's gamma/beta kernel)."""
+    cols = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
+    cmask = cols < K
+    part = tl.program_id(1).to(tl.int64)
+    start = part * ROWS
+    if F64:
+        accw = tl.zeros([BLOCK_M, BLOCK_K], dtype=tl.float64)
+        accb = tl.zeros([BLOCK_M, BLOCK_K], dtype=tl.float64)
+    else:
+        accw = tl.zeros([BLOCK_M, BLOCK_K], dtype=tl.float32)
+        accb = tl.zeros([BLOCK_M, BLOCK_K], dtype=tl.float32)
+    for r0 in range(0, ROWS, BLOCK_M):
+        local = r0 + tl.arange(0, BLOCK_M)
+        rows = start + local
+        rmask = (rows < M) & (local < ROWS)
+        m2 = rmask[:, None] & cmask[None, :]
+        offsets = rows[:, None] * K + cols[None, :]
+        gv = tl.load(g + offsets, mask=m2, other=0).to(accw.dtype)
+        if HAS_W:
+            xv = tl.load(x + offsets, mask=m2, other=0).to(accw.dtype)
+            mu = tl.load(mean + rows, mask=rmask, other=0).to(accw.dtype)
+            rs = tl.load(rstd + rows, mask=rmask, other=0).to(accw.dtype)
+            accw += tl.where(m2, gv * (xv - mu[:, None]) * rs[:, None], 0.0)
+        if HAS_B:
+            accb += gv
+    if HAS_W:
+        tl.store(dw + part * K + cols, tl.sum(accw, axis=0).to(dw.dtype.element_ty), mask=cmask)
+    if HAS_B:
+        tl.store(db + part * K + cols, tl.sum(accb, axis=0).to(db.dtype.element_ty), mask=cmask)
+
+
 # ---------------------------------------------------------------- matmul ---
 @triton.jit
 def bmm_kernel(a, b, c, bias, M, N, K,

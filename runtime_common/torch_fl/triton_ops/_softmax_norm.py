@@ -9,7 +9,7 @@ from typing import Callable
 import torch
 
 from . import _kernels as K
-from ._common import (compute_code, compute_dtype, contig, copy_into, dtype_code, empty, launch_pointwise,
+from ._common import (compute_dtype, contig, copy_into, dtype_code, empty,
                       next_power_of_2, reduce_dims, resize_out, rows_last)
 
 
@@ -158,13 +158,47 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
         if m > 0 and kk > 0:
             K.layer_norm_bwd_kernel[(m,)](gb, xb, mb, rb, wb, dx, m, kk, HAS_W=weight is not None,
                                           ODT=dtype_code(input.dtype), **_row_launch(kk))
-    if output_mask[1] and weight is not None:
-        xmu = launch_pointwise("sub", empty((m, kk), cd, dev), [xb, mb], compute_code(cd))
-        gx = launch_pointwise("mul_scale", empty((m, kk), cd, dev), [gb, xmu, rb], compute_code(cd))
-        dw = reduce_dims(gx, [0], False, "sum", cd, weight.dtype).view(weight.shape)
-    if output_mask[2] and bias is not None:
-        db = reduce_dims(gb, [0], False, "sum", cd, bias.dtype).view(bias.shape)
+    want_w, want_b = bool(output_mask[1] and weight is not None), bool(output_mask[2] and bias is not None)
+    if want_w or want_b:
+        dw, db = _layer_norm_weight_grads(gb, xb, mb, rb, m, kk, weight if want_w else None,
+                                          bias if want_b else None, cd)
     return dx, dw, db
+
+
+# Column blocks and row parts of the weight and bias gradients' kernel: enough programs to fill
+# a GPU (row parts summed after, in a second launch), one launch when the rows are few.
+_WB_BLOCK_K, _WB_BLOCK_M, _WB_PROGRAMS = 64, 32, 256
+
+
+def _layer_norm_weight_grads(gb, xb, mb, rb, m, kk, weight, bias, cd):
+    """(dw, db) of layer norm (None where not asked for) from the compute-dtype buffers."""
+    dev = gb.device
+    columns = -(-kk // _WB_BLOCK_K)
+    parts = max(1, min(-(-m // _WB_BLOCK_M), _WB_PROGRAMS // columns)) if m > 0 else 1
+    rows = -(-max(m, 1) // parts)
+    rows = -(-rows // _WB_BLOCK_M) * _WB_BLOCK_M
+    parts = -(-max(m, 1) // rows)
+
+    def buffer(param):  # the result itself for one part, else per-part sums in the compute dtype
+        if param is None:
+            return None
+        return empty((kk,), param.dtype, dev) if parts == 1 else empty((parts, kk), cd, dev)
+
+    bw, bb = buffer(weight), buffer(bias)
+    if kk > 0:
+        K.layer_norm_bwd_wb_kernel[(columns, parts)](
+            gb, xb, mb, rb, bw if bw is not None else bb, bb if bb is not None else bw, m, kk, rows,
+            HAS_W=weight is not None, HAS_B=bias is not None, F64=cd == torch.float64,
+            BLOCK_M=_WB_BLOCK_M, BLOCK_K=_WB_BLOCK_K)
+
+    def result(param, buf):
+        if param is None:
+            return None
+        if parts > 1:
+            buf = reduce_dims(buf, [0], False, "sum", cd, param.dtype)
+        return buf.view(param.shape)
+
+    return result(weight, bw), result(bias, bb)
 
 
 # ------------------------------------------------------------------- table ----
