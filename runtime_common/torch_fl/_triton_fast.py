@@ -11,7 +11,9 @@ replays, for a key seen before, the launch the Python kernel made for it. A call
 new key goes to the Python kernel, registered under a mirror op with the same schema
 (`torchfl_<chip>_triton::<op>`); when that call was one dense launch
 (`_common.launch_pointwise`), the launch is recorded for the key: which parameter is which
-argument's data pointer, the output's, the element count, or a constant.
+argument's data pointer, the output's, the element count, or a constant. A key whose call was
+not one dense launch (broadcast, strided) goes to a program replay of the op instead (a second
+mirror, `<op>_program`, recording programs as the families of PROGRAM_FAMILIES do).
 
 `TORCH_FL_TRITON_CPP_LAUNCH=0` turns it off (every call takes the Python kernel). Replays
 do not call Triton's launch hooks: profile with a hook-based tool (proton) with it off;
