@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import warnings
 
 __all__ = ["ENV", "NativeBackwardError", "autoload_decision", "install_backward_guard", "native_accelerators",
@@ -102,14 +103,17 @@ def _graph_roots(outputs) -> list:
     return nodes
 
 
-def _native_device_in_graph(outputs, native: tuple[str, ...]) -> str | None:
+def _native_device_in_graph(outputs, native: tuple[str, ...], walk=None) -> str | None:
     """The first native device type a backward from `outputs` would compute a gradient on:
     the outputs' own, or any node's input metadata (the device of the gradient it receives).
-    A walk over the graph, some 2 microseconds a node: paid only where a chip is registered
-    beside a native accelerator."""
+    A walk over the graph, paid only where a chip is registered beside a native accelerator:
+    `walk` (the chip's C++ one, `_C._autograd_graph_reaches`) when the outputs are tensors,
+    else here, some 2 microseconds a node."""
     import torch
 
     items = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
+    if walk is not None and all(isinstance(item, torch.Tensor) for item in items):
+        return walk(items, list(native))
     for item in items:
         if isinstance(item, torch.Tensor) and item.device.type in native:
             return item.device.type
@@ -141,9 +145,13 @@ def install_backward_guard(chip: str, native: tuple[str, ...]) -> bool:
         return True
     native = tuple(native)
 
+    def walk():  # the chip's C++ walk, once its extension is loaded (it may be loading now)
+        backend = sys.modules.get(f"torch_fl_{chip}")
+        return getattr(getattr(backend, "_C", None), "_autograd_graph_reaches", None)
+
     @functools.wraps(run)
     def guarded(t_outputs, *args, **kwargs):
-        device = _native_device_in_graph(t_outputs, native)
+        device = _native_device_in_graph(t_outputs, native, walk())
         if device is not None:
             raise NativeBackwardError(
                 f"backward over {device} tensors in a process where the generated chip "

@@ -1,4 +1,5 @@
 #include <ATen/ScalarOps.h>
+#include <torch_fl/autograd_graph.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch_fl/caching_allocator.h>
 #include <torch_fl/collectives.h>
@@ -263,6 +264,14 @@ void bind_backend(py::module_& m) {
           return py::make_tuple(recorded, why_not);
         });
   m.def("_mark_triton_call_strided", &mark_triton_call_strided);
+  // The guard against backward over native tensors (torch_fl/coexistence.py), in C++: the
+  // walk costs some 2 us a node from Python, a millisecond per training step of a small LLM.
+  m.def("_autograd_graph_reaches", [](const std::vector<at::Tensor>& roots, const std::vector<std::string>& types) {
+    std::vector<c10::DeviceType> wanted;
+    for (const std::string& type : types) wanted.push_back(c10::Device(type).type());
+    const std::optional<c10::DeviceType> found = graph_reaches(roots, wanted);
+    return found ? std::optional<std::string>(c10::DeviceTypeName(*found, /*lower_case=*/true)) : std::nullopt;
+  });
   m.def("_register_fast_foreach_op", &register_fast_foreach_op, py::arg("name"), py::arg("overload"),
         py::arg("mirror"));
   m.def("_record_foreach_launch",
