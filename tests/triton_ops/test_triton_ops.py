@@ -995,3 +995,81 @@ def test_sub_refuses_bool_operands_with_torchs_words(name):
     with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool tensor"):
         kernel(torch.ones(3, device=DEVICE), flags)
     EXERCISED.add(name)
+
+
+# ------------------------------------------------------------ fused RNN cells --
+def _lstm_reference(ig, hg, cx, bi, bh):
+    """torch's CUDA formulas (RNN.cu) in float64 on the CPU: (hy, cy, workspace)."""
+    gates = ig.double() + hg.double() + (bi.double() if bi is not None else 0) + (bh.double() if bh is not None else 0)
+    i, f, g, o = gates.chunk(4, 1)
+    i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
+    cy = f * cx.double() + i * g
+    return o * cy.tanh(), cy, torch.cat((i, f, g, o), 1)
+
+
+def _gru_reference(ig, hg, hx, bi, bh):
+    ig = ig.double() + (bi.double() if bi is not None else 0)
+    hg = hg.double() + (bh.double() if bh is not None else 0)
+    (in_r, in_z, in_n), (hid_r, hid_z, hid_n) = ig.chunk(3, 1), hg.chunk(3, 1)
+    r, z = (in_r + hid_r).sigmoid(), (in_z + hid_z).sigmoid()
+    n = (in_n + r * hid_n).tanh()
+    return n + z * (hx.double() - n), torch.cat((r, z, n, hx.double(), hid_n), 1)
+
+
+def _close_to(got, want, dt):
+    rtol, atol = {F32: (1e-5, 1e-5), F64: (1e-10, 1e-10), BF16: (2e-2, 2e-2), F16: (2e-3, 2e-3)}[dt]
+    assert got.dtype == dt and got.device.type == DEVICE
+    torch.testing.assert_close(got.cpu().double(), want.double(), rtol=rtol, atol=atol)
+
+
+def test_fused_lstm_and_gru_cells():
+    """_thnn_fused_lstm_cell, _thnn_fused_gru_cell and their backward (torch has them for CUDA
+    only) against CUDA's formulas in float64: with both biases, none, or one; each undefined
+    output gradient; half types computed in float32 as CUDA does."""
+    batch, hidden = 3, 37
+    for dt in (F32, BF16, F16, F64):
+        ig4, hg4 = rnd(batch, 4 * hidden, dtype=dt), rnd(batch, 4 * hidden, dtype=dt, seed=1)
+        ig3, hg3 = rnd(batch, 3 * hidden, dtype=dt, seed=2), rnd(batch, 3 * hidden, dtype=dt, seed=3)
+        state = rnd(batch, hidden, dtype=dt, seed=4)
+        b4 = (rnd(4 * hidden, dtype=dt, seed=5), rnd(4 * hidden, dtype=dt, seed=6))
+        b3 = (rnd(3 * hidden, dtype=dt, seed=7), rnd(3 * hidden, dtype=dt, seed=8))
+        for use in ((True, True), (False, False), (True, False)):
+            bi4, bh4 = (b if u else None for b, u in zip(b4, use))
+            bi3, bh3 = (b if u else None for b, u in zip(b3, use))
+            got = tops.kernel_for("_thnn_fused_lstm_cell")(*_move_args((ig4, hg4, state, bi4, bh4), DEVICE))
+            for g, w in zip(got, _lstm_reference(ig4, hg4, state, bi4, bh4)):
+                _close_to(g, w, dt)
+            got = tops.kernel_for("_thnn_fused_gru_cell")(*_move_args((ig3, hg3, state, bi3, bh3), DEVICE))
+            for g, w in zip(got, _gru_reference(ig3, hg3, state, bi3, bh3)):
+                _close_to(g, w, dt)
+        # backward, from the workspaces the forward made
+        hy, cy, ws = _lstm_reference(ig4, hg4, state, *b4)
+        ghy, gcy = rnd(batch, hidden, dtype=dt, seed=9), rnd(batch, hidden, dtype=dt, seed=10)
+        for given_hy, given_cy in ((True, True), (True, False), (False, True)):
+            args = (ghy if given_hy else None, gcy if given_cy else None, state, cy.to(dt), ws.to(dt), True)
+            got = tops.kernel_for("_thnn_fused_lstm_cell_backward_impl")(*_move_args(args, DEVICE))
+            i, f, g, o = ws.chunk(4, 1)
+            tanh_cy = cy.tanh()
+            grad_c = gcy.double() if given_cy else torch.zeros_like(cy)
+            grad_o = torch.zeros_like(o)
+            if given_hy:
+                grad_c = grad_c + ghy.double() * o * (1 - tanh_cy ** 2)
+                grad_o = ghy.double() * tanh_cy * o * (1 - o)
+            grad_gates = torch.cat((grad_c * g * i * (1 - i), grad_c * state.double() * f * (1 - f),
+                                    grad_c * i * (1 - g * g), grad_o), 1)
+            for gt, w in zip(got, (grad_gates, grad_c * f, grad_gates.sum(0))):
+                _close_to(gt, w, dt)
+        hy, ws = _gru_reference(ig3, hg3, state, *b3)
+        for has_bias in (True, False):
+            got = tops.kernel_for("_thnn_fused_gru_cell_backward")(*_move_args((ghy, ws.to(dt), has_bias), DEVICE))
+            r, z, n, hx, hid_n = ws.chunk(5, 1)
+            g = ghy.double()
+            grad_z, grad_n = g * (hx - n) * z * (1 - z), g * (1 - z) * (1 - n * n)
+            grad_r = grad_n * hid_n * r * (1 - r)
+            grad_input, grad_hidden = torch.cat((grad_r, grad_z, grad_n), 1), torch.cat((grad_r, grad_z, grad_n * r), 1)
+            want = (grad_input, grad_hidden, g * z) + ((grad_input.sum(0), grad_hidden.sum(0)) if has_bias else (None, None))
+            for gt, w in zip(got, want):
+                if w is None:
+                    assert gt is None
+                else:
+                    _close_to(gt, w, dt)

@@ -1629,6 +1629,155 @@ def layer_norm_bwd_wb_kernel(g, x, mean, rstd, dw, db, M, K, ROWS, HAS_W: tl.con
         tl.store(db + part * K + cols, tl.sum(accb, axis=0).to(db.dtype.element_ty), mask=cmask)
 
 
+# --------------------------------------------------------- fused RNN cells ---
+# torch's CUDA kernels' arithmetic (aten/src/ATen/native/cuda/RNN.cu): one launch per cell
+# step, in float32 (float64 for float64 tensors), over the batch x hidden elements; gate k of
+# row b lies at columns [k * H, (k + 1) * H) of the gate matrices and the workspace.
+@triton.jit
+def _rnn_load(p, offs, m, F64: tl.constexpr):
+    v = tl.load(p + offs, mask=m, other=0)
+    if F64:
+        return v.to(tl.float64)
+    return v.to(tl.float32)
+
+
+@triton.jit
+def _rnn_sigmoid(x):
+    return 1.0 / (1.0 + tl.exp(-x))
+
+
+@triton.jit
+def lstm_cell_kernel(ig, hg, cx, bi, bh, hy, cy, ws, N, H, HAS_BI: tl.constexpr, HAS_BH: tl.constexpr,
+                     F64: tl.constexpr, BLOCK: tl.constexpr):
+    """cy = f * cx + i * g, hy = o * tanh(cy); ws = (i, f, g, o), activated."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < N
+    row = offs // H
+    col = offs - row * H
+    gate = row * 4 * H + col
+    gi = _rnn_load(ig, gate, m, F64) + _rnn_load(hg, gate, m, F64)
+    gf = _rnn_load(ig, gate + H, m, F64) + _rnn_load(hg, gate + H, m, F64)
+    gg = _rnn_load(ig, gate + 2 * H, m, F64) + _rnn_load(hg, gate + 2 * H, m, F64)
+    go = _rnn_load(ig, gate + 3 * H, m, F64) + _rnn_load(hg, gate + 3 * H, m, F64)
+    if HAS_BI:
+        gi += _rnn_load(bi, col, m, F64)
+        gf += _rnn_load(bi, col + H, m, F64)
+        gg += _rnn_load(bi, col + 2 * H, m, F64)
+        go += _rnn_load(bi, col + 3 * H, m, F64)
+    if HAS_BH:
+        gi += _rnn_load(bh, col, m, F64)
+        gf += _rnn_load(bh, col + H, m, F64)
+        gg += _rnn_load(bh, col + 2 * H, m, F64)
+        go += _rnn_load(bh, col + 3 * H, m, F64)
+    i = _rnn_sigmoid(gi)
+    f = _rnn_sigmoid(gf)
+    g = _tanh(gg)
+    o = _rnn_sigmoid(go)
+    c = f * _rnn_load(cx, offs, m, F64) + i * g
+    tl.store(cy + offs, c.to(cy.dtype.element_ty), mask=m)
+    tl.store(hy + offs, (o * _tanh(c)).to(hy.dtype.element_ty), mask=m)
+    tl.store(ws + gate, i.to(ws.dtype.element_ty), mask=m)
+    tl.store(ws + gate + H, f.to(ws.dtype.element_ty), mask=m)
+    tl.store(ws + gate + 2 * H, g.to(ws.dtype.element_ty), mask=m)
+    tl.store(ws + gate + 3 * H, o.to(ws.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def lstm_cell_bwd_kernel(ghy, gcy, cx, cy, ws, grad_gates, grad_cx, N, H, HAS_GHY: tl.constexpr,
+                         HAS_GCY: tl.constexpr, F64: tl.constexpr, BLOCK: tl.constexpr):
+    """The gates' and cx's gradients of lstm_cell_kernel (an undefined output gradient is zero)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < N
+    row = offs // H
+    col = offs - row * H
+    gate = row * 4 * H + col
+    i = _rnn_load(ws, gate, m, F64)
+    f = _rnn_load(ws, gate + H, m, F64)
+    g = _rnn_load(ws, gate + 2 * H, m, F64)
+    o = _rnn_load(ws, gate + 3 * H, m, F64)
+    tanh_cy = _tanh(_rnn_load(cy, offs, m, F64))
+    if HAS_GCY:
+        grad_c = _rnn_load(gcy, offs, m, F64)
+    else:
+        grad_c = tanh_cy * 0.0
+    grad_o = tanh_cy * 0.0
+    if HAS_GHY:
+        gh = _rnn_load(ghy, offs, m, F64)
+        grad_c += gh * o * (1.0 - tanh_cy * tanh_cy)
+        grad_o = gh * tanh_cy * o * (1.0 - o)
+    x = _rnn_load(cx, offs, m, F64)
+    tl.store(grad_gates + gate, (grad_c * g * i * (1.0 - i)).to(grad_gates.dtype.element_ty), mask=m)
+    tl.store(grad_gates + gate + H, (grad_c * x * f * (1.0 - f)).to(grad_gates.dtype.element_ty), mask=m)
+    tl.store(grad_gates + gate + 2 * H, (grad_c * i * (1.0 - g * g)).to(grad_gates.dtype.element_ty), mask=m)
+    tl.store(grad_gates + gate + 3 * H, grad_o.to(grad_gates.dtype.element_ty), mask=m)
+    tl.store(grad_cx + offs, (grad_c * f).to(grad_cx.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def gru_cell_kernel(ig, hg, hx, bi, bh, hy, ws, N, H, HAS_BI: tl.constexpr, HAS_BH: tl.constexpr,
+                    F64: tl.constexpr, BLOCK: tl.constexpr):
+    """r, z = sigmoid(input + hidden gates), n = tanh(input n + r * hidden n), hy = n + z * (hx - n);
+    ws = (r, z, n, hx, hidden n)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < N
+    row = offs // H
+    col = offs - row * H
+    gate = row * 3 * H + col
+    in_r = _rnn_load(ig, gate, m, F64)
+    in_z = _rnn_load(ig, gate + H, m, F64)
+    in_n = _rnn_load(ig, gate + 2 * H, m, F64)
+    hid_r = _rnn_load(hg, gate, m, F64)
+    hid_z = _rnn_load(hg, gate + H, m, F64)
+    hid_n = _rnn_load(hg, gate + 2 * H, m, F64)
+    if HAS_BI:
+        in_r += _rnn_load(bi, col, m, F64)
+        in_z += _rnn_load(bi, col + H, m, F64)
+        in_n += _rnn_load(bi, col + 2 * H, m, F64)
+    if HAS_BH:
+        hid_r += _rnn_load(bh, col, m, F64)
+        hid_z += _rnn_load(bh, col + H, m, F64)
+        hid_n += _rnn_load(bh, col + 2 * H, m, F64)
+    r = _rnn_sigmoid(in_r + hid_r)
+    z = _rnn_sigmoid(in_z + hid_z)
+    n = _tanh(in_n + r * hid_n)
+    h = _rnn_load(hx, offs, m, F64)
+    tl.store(hy + offs, (n + z * (h - n)).to(hy.dtype.element_ty), mask=m)
+    slot = row * 5 * H + col
+    tl.store(ws + slot, r.to(ws.dtype.element_ty), mask=m)
+    tl.store(ws + slot + H, z.to(ws.dtype.element_ty), mask=m)
+    tl.store(ws + slot + 2 * H, n.to(ws.dtype.element_ty), mask=m)
+    tl.store(ws + slot + 3 * H, h.to(ws.dtype.element_ty), mask=m)
+    tl.store(ws + slot + 4 * H, hid_n.to(ws.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def gru_cell_bwd_kernel(ghy, ws, grad_input, grad_hidden, grad_hx, N, H, F64: tl.constexpr, BLOCK: tl.constexpr):
+    """The input gates', hidden gates' and hx's gradients of gru_cell_kernel."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < N
+    row = offs // H
+    col = offs - row * H
+    slot = row * 5 * H + col
+    r = _rnn_load(ws, slot, m, F64)
+    z = _rnn_load(ws, slot + H, m, F64)
+    n = _rnn_load(ws, slot + 2 * H, m, F64)
+    h = _rnn_load(ws, slot + 3 * H, m, F64)
+    hid_n = _rnn_load(ws, slot + 4 * H, m, F64)
+    gh = _rnn_load(ghy, offs, m, F64)
+    grad_z = gh * (h - n) * z * (1.0 - z)
+    grad_n = gh * (1.0 - z) * (1.0 - n * n)
+    grad_r = grad_n * hid_n * r * (1.0 - r)
+    gate = row * 3 * H + col
+    ty = grad_input.dtype.element_ty
+    tl.store(grad_input + gate, grad_r.to(ty), mask=m)
+    tl.store(grad_input + gate + H, grad_z.to(ty), mask=m)
+    tl.store(grad_input + gate + 2 * H, grad_n.to(ty), mask=m)
+    tl.store(grad_hidden + gate, grad_r.to(ty), mask=m)
+    tl.store(grad_hidden + gate + H, grad_z.to(ty), mask=m)
+    tl.store(grad_hidden + gate + 2 * H, (grad_n * r).to(ty), mask=m)
+    tl.store(grad_hx + offs, (gh * z).to(grad_hx.dtype.element_ty), mask=m)
+
+
 # ---------------------------------------------------------------- matmul ---
 @triton.jit
 def bmm_kernel(a, b, c, bias, M, N, K,
