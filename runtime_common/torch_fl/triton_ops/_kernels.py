@@ -1642,6 +1642,14 @@ def _rnn_load(p, offs, m, F64: tl.constexpr):
 
 
 @triton.jit
+def _rnn_elements(N, H, BLOCK: tl.constexpr):
+    """This program's elements of the batch x H state: (offsets, mask, row, column)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    row = offs // H
+    return offs, offs < N, row, offs - row * H
+
+
+@triton.jit
 def _rnn_sigmoid(x):
     return 1.0 / (1.0 + tl.exp(-x))
 
@@ -1650,10 +1658,7 @@ def _rnn_sigmoid(x):
 def lstm_cell_kernel(ig, hg, cx, bi, bh, hy, cy, ws, N, H, HAS_BI: tl.constexpr, HAS_BH: tl.constexpr,
                      F64: tl.constexpr, BLOCK: tl.constexpr):
     """cy = f * cx + i * g, hy = o * tanh(cy); ws = (i, f, g, o), activated."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < N
-    row = offs // H
-    col = offs - row * H
+    offs, m, row, col = _rnn_elements(N, H, BLOCK)
     gate = row * 4 * H + col
     gi = _rnn_load(ig, gate, m, F64) + _rnn_load(hg, gate, m, F64)
     gf = _rnn_load(ig, gate + H, m, F64) + _rnn_load(hg, gate + H, m, F64)
@@ -1686,10 +1691,7 @@ def lstm_cell_kernel(ig, hg, cx, bi, bh, hy, cy, ws, N, H, HAS_BI: tl.constexpr,
 def lstm_cell_bwd_kernel(ghy, gcy, cx, cy, ws, grad_gates, grad_cx, N, H, HAS_GHY: tl.constexpr,
                          HAS_GCY: tl.constexpr, F64: tl.constexpr, BLOCK: tl.constexpr):
     """The gates' and cx's gradients of lstm_cell_kernel (an undefined output gradient is zero)."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < N
-    row = offs // H
-    col = offs - row * H
+    offs, m, row, col = _rnn_elements(N, H, BLOCK)
     gate = row * 4 * H + col
     i = _rnn_load(ws, gate, m, F64)
     f = _rnn_load(ws, gate + H, m, F64)
@@ -1718,10 +1720,7 @@ def gru_cell_kernel(ig, hg, hx, bi, bh, hy, ws, N, H, HAS_BI: tl.constexpr, HAS_
                     F64: tl.constexpr, BLOCK: tl.constexpr):
     """r, z = sigmoid(input + hidden gates), n = tanh(input n + r * hidden n), hy = n + z * (hx - n);
     ws = (r, z, n, hx, hidden n)."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < N
-    row = offs // H
-    col = offs - row * H
+    offs, m, row, col = _rnn_elements(N, H, BLOCK)
     gate = row * 3 * H + col
     in_r = _rnn_load(ig, gate, m, F64)
     in_z = _rnn_load(ig, gate + H, m, F64)
@@ -1753,10 +1752,7 @@ def gru_cell_kernel(ig, hg, hx, bi, bh, hy, ws, N, H, HAS_BI: tl.constexpr, HAS_
 @triton.jit
 def gru_cell_bwd_kernel(ghy, ws, grad_input, grad_hidden, grad_hx, N, H, F64: tl.constexpr, BLOCK: tl.constexpr):
     """The input gates', hidden gates' and hx's gradients of gru_cell_kernel."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < N
-    row = offs // H
-    col = offs - row * H
+    offs, m, row, col = _rnn_elements(N, H, BLOCK)
     slot = row * 5 * H + col
     r = _rnn_load(ws, slot, m, F64)
     z = _rnn_load(ws, slot + H, m, F64)
