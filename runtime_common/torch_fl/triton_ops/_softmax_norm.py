@@ -9,7 +9,7 @@ from typing import Callable
 import torch
 
 from . import _kernels as K
-from ._common import (compute_dtype, contig, copy_into, dtype_code, empty,
+from ._common import (cdiv, compute_dtype, contig, copy_into, dtype_code, empty,
                       next_power_of_2, reduce_dims, resize_out, rows_last)
 
 
@@ -173,11 +173,10 @@ _WB_BLOCK_K, _WB_BLOCK_M, _WB_PROGRAMS = 64, 32, 256
 def _layer_norm_weight_grads(gb, xb, mb, rb, m, kk, weight, bias, cd):
     """(dw, db) of layer norm (None where not asked for) from the compute-dtype buffers."""
     dev = gb.device
-    columns = -(-kk // _WB_BLOCK_K)
-    parts = max(1, min(-(-m // _WB_BLOCK_M), _WB_PROGRAMS // columns)) if m > 0 else 1
-    rows = -(-max(m, 1) // parts)
-    rows = -(-rows // _WB_BLOCK_M) * _WB_BLOCK_M
-    parts = -(-max(m, 1) // rows)
+    columns = cdiv(kk, _WB_BLOCK_K)
+    parts = max(1, min(cdiv(m, _WB_BLOCK_M), _WB_PROGRAMS // columns))
+    rows = cdiv(cdiv(max(m, 1), parts), _WB_BLOCK_M) * _WB_BLOCK_M  # a part's rows, whole blocks
+    parts = cdiv(max(m, 1), rows)
 
     def buffer(param):  # the result itself for one part, else per-part sums in the compute dtype
         if param is None:
