@@ -544,6 +544,10 @@ def test_layer_norm():
     _, mean, rstd = torch.native_layer_norm(x, [8], w, b, 1e-5)
     for mask in ([True, True, True], [False, True, False], [False, False, True]):
         check("native_layer_norm_backward", (rnd(300, 8, seed=3), x, [8], mean, rstd, w, b, mask), tol=(1e-5, 2e-5))
+    # rows of no elements: empty gradients (no kernel for the weight and bias)
+    x, w, b = rnd(3, 0), rnd(0, seed=1), rnd(0, seed=2)
+    _, mean, rstd = torch.native_layer_norm(x, [0], w, b, 1e-5)
+    check("native_layer_norm_backward", (rnd(3, 0, seed=3), x, [0], mean, rstd, w, b, [True, True, True]))
     check("native_layer_norm", (rnd(3, 16, dtype=F64), [16], rnd(16, dtype=F64, seed=1), None, 1e-5))
     for dt in (BF16, F16):
         # The statistics in float32, as CUDA's kernel and torch's meta function for every device

@@ -174,7 +174,7 @@ def _layer_norm_weight_grads(gb, xb, mb, rb, m, kk, weight, bias, cd):
     """(dw, db) of layer norm (None where not asked for) from the compute-dtype buffers."""
     dev = gb.device
     columns = cdiv(kk, _WB_BLOCK_K)
-    parts = max(1, min(cdiv(m, _WB_BLOCK_M), _WB_PROGRAMS // columns))
+    parts = max(1, min(cdiv(m, _WB_BLOCK_M), _WB_PROGRAMS // max(columns, 1)))
     rows = cdiv(cdiv(max(m, 1), parts), _WB_BLOCK_M) * _WB_BLOCK_M  # a part's rows, whole blocks
     parts = cdiv(max(m, 1), rows)
 
