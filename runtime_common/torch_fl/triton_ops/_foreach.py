@@ -243,11 +243,12 @@ def _launch_groups(groups: dict, device: torch.device) -> None:
 _TENSOR = 6
 
 
-def _table(tensors: list, device: torch.device) -> tuple[torch.Tensor, int, torch.Tensor]:
+def _table(tensors: list, device: torch.device, width: int = _TENSOR) -> tuple[torch.Tensor, int, torch.Tensor]:
     """The kernel's table (one _ROW-int row per _CHUNK elements of each tensor) on `device`,
     its row count and its host copy (what a C++ replay is recorded from). Expanded from the per-tensor list with tensor ops, not per row in
-    Python: ResNet-50's 161 parameters make ~1,600 rows."""
-    info = torch.tensor(tensors, dtype=torch.int64).view(-1, _TENSOR)
+    Python: ResNet-50's 161 parameters make ~1,600 rows. A `width` of 7 gives each tensor a
+    field for the rows' last slot (the fused optimizers' fifth operand, _optim.py)."""
+    info = torch.tensor(tensors, dtype=torch.int64).view(-1, width)
     n = info[:, 5]
     chunks = (n + _CHUNK - 1) // _CHUNK
     owner = torch.repeat_interleave(torch.arange(len(info)), chunks)
@@ -262,6 +263,8 @@ def _table(tensors: list, device: torch.device) -> tuple[torch.Tensor, int, torc
     rows[:, :5] = info[owner, :5]
     rows[:, 5] = start
     rows[:, 6] = torch.minimum(start + _CHUNK, n[owner])
+    if width > _TENSOR:
+        rows[:, 7] = info[owner, 6]
     return rows.to(device, non_blocking=on_chip), len(owner), rows
 
 

@@ -1,0 +1,353 @@
+"""The fused optimizers: `torch.optim.Adam/AdamW/SGD(..., fused=True)` reach
+`aten::_fused_adam_`, `_fused_adamw_` and `_fused_sgd_` (and their `tensor_lr` overloads),
+which torch implements for CPU and CUDA only: on a chip the step would copy every parameter,
+gradient and state to the host and back. Here a call updates every tensor of its lists in
+place with the arithmetic of torch's CUDA kernels (aten/src/ATen/native/cuda/fused_adam_utils.cuh,
+FusedSgdKernel.cu): float32 for half types, gradients unscaled by `grad_scale` and written
+back when it is given, nothing written when `found_inf` is 1.
+
+Where Triton compiles, a call is one launch over a table, as the foreach family's (a row per
+chunk of a tensor: parameter, gradient, two state tensors, the step, the element range, and
+AMSGrad's running maximum), so the C++ front replays it (csrc/src/triton_foreach_launch.cpp)
+when it takes no tensor besides its lists. Under Triton's interpreter the table's raw
+addresses do not reach a chip's memory: a chip's tensors there get one launch per tensor.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Callable
+
+import torch
+import triton
+import triton.language as tl
+
+from . import Unsupported
+from . import family_ops
+from ._common import CAPTURE, TableLaunch, dtype_code
+from ._foreach import _as_pointer, _table, _table_serves
+from ._kernels import F32, F64, _to_cdt, _to_odt
+
+OPS = family_ops("optim")
+
+_CHUNK = 16 * 1024  # elements per table row (the foreach family's)
+_BLOCK = 1024
+_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+_TABLE_CACHE: dict[tuple, tuple] = {}  # (device, the call's ints) -> _table's result
+_TABLE_CACHE_SIZE = 16
+
+
+@triton.jit
+def _f64(bits):
+    """A double passed as its bit pattern (an int64 parameter, so Triton neither narrows it to
+    float32 nor specialises it)."""
+    return bits.to(tl.int64).to(tl.float64, bitcast=True)
+
+
+@triton.jit
+def _row_range(table, n, CHUNK: tl.constexpr, TABLE: tl.constexpr):
+    """This program's row of the table (or its chunk of the one tensor) and element range."""
+    pid = tl.program_id(0).to(tl.int64)
+    row = table + pid * 8
+    if TABLE:
+        start = tl.load(row + 5)
+        end = tl.load(row + 6)
+    else:
+        start = pid * CHUNK
+        end = tl.minimum(start + CHUNK, n)
+    return row, start, end
+
+
+@triton.jit
+def _skipped(end, start, found_inf, HAS_INF: tl.constexpr):
+    """The range's end, or its start (nothing to do) when found_inf holds 1 (GradScaler found
+    an inf or a nan: the step is skipped, as CUDA's kernel returns at once)."""
+    if HAS_INF:
+        end = tl.where(tl.load(found_inf) == 1, start, end)
+    return end
+
+
+@triton.jit(do_not_specialize=["n", "LR", "BETA1", "BETA2", "WD", "EPS"])
+def fused_adam_kernel(table, p_ptr, g_ptr, m_ptr, v_ptr, step_ptr, vmax_ptr, n, lr_ptr, scale_ptr, inf_ptr,
+                      LR, BETA1, BETA2, WD, EPS, TABLE: tl.constexpr, DT: tl.constexpr, CDT: tl.constexpr,
+                      ADAMW: tl.constexpr, DECAY: tl.constexpr, AMSGRAD: tl.constexpr, MAXIMIZE: tl.constexpr,
+                      LR_TENSOR: tl.constexpr, HAS_SCALE: tl.constexpr, HAS_INF: tl.constexpr,
+                      CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    """Adam (ADAMW=False: weight decay added to the gradient) or AdamW (decoupled decay) on one
+    table row (TABLE) or one chunk of the tensor of the pointer parameters."""
+    row, start, end = _row_range(table, n, CHUNK, TABLE)
+    if TABLE:
+        p = _as_pointer(tl.load(row), DT)
+        g = _as_pointer(tl.load(row + 1), DT)
+        m = _as_pointer(tl.load(row + 2), DT)
+        v = _as_pointer(tl.load(row + 3), DT)
+        step_at = tl.load(row + 4).to(tl.pointer_type(tl.float32))
+        vmax = _as_pointer(tl.load(row + 7), DT)
+    else:
+        p, g, m, v, step_at, vmax = p_ptr, g_ptr, m_ptr, v_ptr, step_ptr, vmax_ptr
+    end = _skipped(end, start, inf_ptr, HAS_INF)
+    # The step's coefficients in float64 (one per program), as CUDA computes them in double:
+    # 1 - beta2 ** step cancels badly in float32 (beta2 = 0.999 at step 3 loses 5 digits).
+    if LR_TENSOR:
+        lr64 = tl.load(lr_ptr).to(tl.float64)
+    else:
+        lr64 = _f64(LR)
+    beta1_64 = _f64(BETA1)
+    beta2_64 = _f64(BETA2)
+    step64 = tl.load(step_at).to(tl.float64)
+    bias_correction1 = 1 - tl.exp(step64 * tl.log(beta1_64))
+    step_size = _to_cdt(lr64 / bias_correction1, CDT)
+    bias_correction2_sqrt = _to_cdt(tl.sqrt(1 - tl.exp(step64 * tl.log(beta2_64))), CDT)
+    beta1 = _to_cdt(beta1_64, CDT)
+    beta2 = _to_cdt(beta2_64, CDT)
+    rest1 = _to_cdt(1 - beta1_64, CDT)
+    rest2 = _to_cdt(1 - beta2_64, CDT)
+    wd = _to_cdt(_f64(WD), CDT)
+    lr_wd = _to_cdt(lr64 * _f64(WD), CDT)
+    eps = _to_cdt(_f64(EPS), CDT)
+    for offset in range(start, end, BLOCK):
+        i = offset + tl.arange(0, BLOCK)
+        mask = i < end
+        param = _to_cdt(tl.load(p + i, mask=mask), CDT)
+        grad = _to_cdt(tl.load(g + i, mask=mask), CDT)
+        if HAS_SCALE:
+            grad = grad / _to_cdt(tl.load(scale_ptr), CDT)
+            tl.store(g + i, _to_odt(grad, DT), mask=mask)  # the unscaled gradient, as CUDA stores it
+        if MAXIMIZE:
+            grad = -grad
+        if DECAY:
+            if ADAMW:
+                param = param - lr_wd * param
+            else:
+                grad = grad + param * wd
+        exp_avg = beta1 * _to_cdt(tl.load(m + i, mask=mask), CDT) + rest1 * grad
+        exp_avg_sq = beta2 * _to_cdt(tl.load(v + i, mask=mask), CDT) + rest2 * grad * grad
+        if AMSGRAD:
+            running = _to_cdt(tl.load(vmax + i, mask=mask), CDT)
+            running = tl.where(running < exp_avg_sq, exp_avg_sq, running)  # std::max(running, exp_avg_sq)
+            denom = tl.sqrt(running) / bias_correction2_sqrt + eps
+            tl.store(vmax + i, _to_odt(running, DT), mask=mask)
+        else:
+            denom = tl.sqrt(exp_avg_sq) / bias_correction2_sqrt + eps
+        param = param - step_size * exp_avg / denom
+        tl.store(p + i, _to_odt(param, DT), mask=mask)
+        tl.store(m + i, _to_odt(exp_avg, DT), mask=mask)
+        tl.store(v + i, _to_odt(exp_avg_sq, DT), mask=mask)
+
+
+@triton.jit(do_not_specialize=["n", "LR", "WD", "MOMENTUM", "DAMPENING"])
+def fused_sgd_kernel(table, p_ptr, g_ptr, buf_ptr, n, lr_ptr, scale_ptr, inf_ptr, LR, WD, MOMENTUM, DAMPENING,
+                     TABLE: tl.constexpr, DT: tl.constexpr, CDT: tl.constexpr, DECAY: tl.constexpr,
+                     HAS_BUF: tl.constexpr, FIRST: tl.constexpr, NESTEROV: tl.constexpr, MAXIMIZE: tl.constexpr,
+                     LR_TENSOR: tl.constexpr, HAS_SCALE: tl.constexpr, HAS_INF: tl.constexpr,
+                     CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    """SGD with optional momentum (HAS_BUF; FIRST: the buffer starts as the gradient), Nesterov
+    momentum and weight decay, on one table row (TABLE) or one chunk of one tensor."""
+    row, start, end = _row_range(table, n, CHUNK, TABLE)
+    if TABLE:
+        p = _as_pointer(tl.load(row), DT)
+        g = _as_pointer(tl.load(row + 1), DT)
+        buf = _as_pointer(tl.load(row + 2), DT)
+    else:
+        p, g, buf = p_ptr, g_ptr, buf_ptr
+    end = _skipped(end, start, inf_ptr, HAS_INF)
+    if LR_TENSOR:
+        lr = _to_cdt(tl.load(lr_ptr), CDT)
+    else:
+        lr = _to_cdt(_f64(LR), CDT)
+    wd = _to_cdt(_f64(WD), CDT)
+    momentum = _to_cdt(_f64(MOMENTUM), CDT)
+    rest = _to_cdt(1 - _f64(DAMPENING), CDT)
+    for offset in range(start, end, BLOCK):
+        i = offset + tl.arange(0, BLOCK)
+        mask = i < end
+        param = _to_cdt(tl.load(p + i, mask=mask), CDT)
+        grad = _to_cdt(tl.load(g + i, mask=mask), CDT)
+        if HAS_SCALE:
+            grad = grad / _to_cdt(tl.load(scale_ptr), CDT)
+            tl.store(g + i, _to_odt(grad, DT), mask=mask)
+        if MAXIMIZE:
+            grad = -grad
+        if DECAY:
+            grad = grad + wd * param
+        if HAS_BUF:
+            if FIRST:
+                momentum_buffer = grad
+            else:
+                momentum_buffer = momentum * _to_cdt(tl.load(buf + i, mask=mask), CDT) + rest * grad
+            tl.store(buf + i, _to_odt(momentum_buffer, DT), mask=mask)
+            if NESTEROV:
+                grad = grad + momentum * momentum_buffer
+            else:
+                grad = momentum_buffer
+        param = param - lr * grad
+        tl.store(p + i, _to_odt(param, DT), mask=mask)
+
+
+# ------------------------------------------------------------ preparation --
+def _bits(value: float) -> int:
+    """A Python float's bit pattern as a signed int64 (what _f64 reads back)."""
+    return struct.unpack("<q", struct.pack("<d", float(value)))[0]
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Whether t's elements fill its storage span without gaps or overlaps, in any dimension
+    order (channels-last parameters do): the kernels index each tensor flat from its start."""
+    if t.is_contiguous():
+        return True
+    expected = 1
+    for size, stride in sorted((d for d in zip(t.shape, t.stride()) if d[0] != 1), key=lambda d: d[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _checked(lists: dict[str, list], steps: list | None = None) -> tuple[torch.device, torch.dtype, int]:
+    """The device, dtype and length every list shares, as torch's fused kernels require them
+    (a parameter's gradient and states alike in dtype, shape and layout; steps float32 scalars)."""
+    lead_name, lead = next(iter(lists.items()))
+    n = len(lead)
+    for name, tensors in lists.items():
+        if len(tensors) != n:
+            raise RuntimeError(f"Tensor lists must have the same number of tensors: {lead_name} has {n}, "
+                               f"{name} {len(tensors)}")
+    if steps is not None and len(steps) != n:
+        raise RuntimeError(f"Tensor lists must have the same number of tensors: {lead_name} has {n}, "
+                           f"state_steps {len(steps)}")
+    if n == 0:
+        return torch.device("cpu"), torch.float32, 0
+    device, dtype = lead[0].device, lead[0].dtype
+    if dtype not in _DTYPES:
+        raise RuntimeError(f"fused optimizers take floating-point tensors (float32, float64, float16, bfloat16), "
+                           f"got {dtype}")
+    for i in range(n):
+        ref = lead[i]
+        for name, tensors in lists.items():
+            t = tensors[i]
+            if t.device != device or t.dtype != dtype or t.shape != ref.shape or t.stride() != ref.stride() \
+                    or t.layout != torch.strided or not _dense(t):
+                raise RuntimeError(f"fused optimizer: {name}[{i}] ({t.dtype}, {tuple(t.shape)}, {t.device}) must "
+                                   f"match {lead_name}[{i}] ({ref.dtype}, {tuple(ref.shape)}, {ref.device}) in dtype, "
+                                   "device, shape and strides")
+        if steps is not None and (steps[i].device != device or steps[i].numel() != 1):
+            raise RuntimeError(f"fused optimizer: state_steps[{i}] must be a one-element tensor on {device}, "
+                               f"got {tuple(steps[i].shape)} on {steps[i].device}")
+        if steps is not None and steps[i].dtype != torch.float32:
+            raise Unsupported("state steps other than float32 (torch's fused optimizers keep them in float32)")
+    return device, dtype, n
+
+
+def _lr(lr, device: torch.device):
+    """(the lr as a float, or None; the lr tensor on the lists' device, or None). A host tensor
+    is read, as CUDA's kernels read it."""
+    if not isinstance(lr, torch.Tensor):
+        return float(lr), None
+    if lr.device.type == "cpu" and lr.numel() == 1:
+        return float(lr.item()), None
+    return None, _scalar_tensor(lr, "lr", device)
+
+
+def _scalar_tensor(t, name: str, device: torch.device):
+    """grad_scale / found_inf / a tensor lr: a one-element tensor on the lists' device, or None."""
+    if t is None:
+        return None
+    if t.numel() != 1:
+        raise RuntimeError(f"fused optimizer: {name} must have one element, got shape {tuple(t.shape)}")
+    if t.device != device:
+        raise Unsupported(f"{name} on {t.device}, the tensors on {device}")
+    return t
+
+
+def _launch(kernel, lists: list[list], n: int, device: torch.device, pointer_args: int, scalars: dict,
+            consts: dict) -> None:
+    """One table launch for the call (`lists`: per row field 0..4 and 7, a list or None), or, where
+    the table cannot reach the tensors' memory, one launch per tensor. `pointer_args` is how many
+    per-tensor pointer parameters follow the table in the kernel's signature."""
+    if _table_serves(device):
+        ints = []
+        fields = (lists + [None] * 6)[:6]  # fields 1..4, then 7 (row layout: _foreach._table)
+        for i in range(n):
+            lead = fields[0][i]
+            slots = [0 if f is None else f[i].data_ptr() for f in fields]
+            ints += (slots[0], slots[1], slots[2], slots[3], slots[4], lead.numel(), slots[5])
+        key = (device, tuple(ints))
+        cached = _TABLE_CACHE.get(key)
+        if cached is None:
+            cached = _table(ints, device, width=7)
+            if len(_TABLE_CACHE) >= _TABLE_CACHE_SIZE:
+                _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
+            _TABLE_CACHE[key] = cached
+        table, rows, host_rows = cached
+        if rows == 0:
+            return
+        values = (table, *[None] * pointer_args, 0, *scalars["pointers"], *scalars["bits"])
+        launched = kernel[(rows,)](*values, TABLE=True, CHUNK=_CHUNK, BLOCK=_BLOCK, **consts)
+        if CAPTURE.launches is not None:
+            CAPTURE.launches.append(TableLaunch(launched, values, host_rows, _CHUNK))
+        return
+    for i in range(n):
+        numel = lists[0][i].numel()
+        if numel == 0:
+            continue
+        pointers = [(lists[k][i] if k < len(lists) and lists[k] is not None else lists[0][i])
+                    for k in range(pointer_args)]
+        kernel[(triton.cdiv(numel, _CHUNK),)](lists[0][i], *pointers, numel, *scalars["pointers"], *scalars["bits"],
+                                             TABLE=False, CHUNK=_CHUNK, BLOCK=_BLOCK, **consts)
+
+
+def _adam(adamw: bool) -> Callable:
+    def fused_adam_(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, beta2,
+                    weight_decay, eps, amsgrad, maximize, grad_scale=None, found_inf=None):
+        lists = {"self": self, "grads": grads, "exp_avgs": exp_avgs, "exp_avg_sqs": exp_avg_sqs}
+        if amsgrad:
+            lists["max_exp_avg_sqs"] = max_exp_avg_sqs
+        device, dtype, n = _checked(lists, state_steps)
+        if n == 0:
+            return
+        lr, lr_tensor = _lr(lr, device)
+        scale = _scalar_tensor(grad_scale, "grad_scale", device)
+        inf = _scalar_tensor(found_inf, "found_inf", device)
+        # Row fields: parameter, gradient, exp_avg, exp_avg_sq, step, then (7) AMSGrad's maximum.
+        fields = [self, grads, exp_avgs, exp_avg_sqs, state_steps, max_exp_avg_sqs if amsgrad else None]
+        scalars = {"pointers": (lr_tensor, scale, inf),
+                   "bits": [0 if lr_tensor is not None else _bits(lr), _bits(beta1), _bits(beta2),
+                            _bits(weight_decay), _bits(eps)]}
+        consts = dict(DT=dtype_code(dtype), CDT=F64 if dtype == torch.float64 else F32, ADAMW=adamw,
+                      DECAY=weight_decay != 0, AMSGRAD=bool(amsgrad), MAXIMIZE=bool(maximize),
+                      LR_TENSOR=lr_tensor is not None, HAS_SCALE=scale is not None, HAS_INF=inf is not None)
+        _launch(fused_adam_kernel, fields, n, device, 6, scalars, consts)
+
+    fused_adam_.__name__ = "_fused_adamw_" if adamw else "_fused_adam_"
+    return fused_adam_
+
+
+def fused_sgd_(self, grads, momentum_buffer_list, *, weight_decay, momentum, lr, dampening, nesterov, maximize,
+               is_first_step, grad_scale=None, found_inf=None):
+    has_buf = momentum != 0
+    lists = {"self": self, "grads": grads}
+    if has_buf:
+        lists["momentum_buffer_list"] = momentum_buffer_list
+    device, dtype, n = _checked(lists)
+    if n == 0:
+        return
+    lr, lr_tensor = _lr(lr, device)
+    scale = _scalar_tensor(grad_scale, "grad_scale", device)
+    inf = _scalar_tensor(found_inf, "found_inf", device)
+    fields = [self, grads, momentum_buffer_list if has_buf else None]
+    scalars = {"pointers": (lr_tensor, scale, inf),
+               "bits": [0 if lr_tensor is not None else _bits(lr), _bits(weight_decay), _bits(momentum),
+                        _bits(dampening)]}
+    consts = dict(DT=dtype_code(dtype), CDT=F64 if dtype == torch.float64 else F32, DECAY=weight_decay != 0,
+                  HAS_BUF=has_buf, FIRST=bool(is_first_step), NESTEROV=bool(nesterov), MAXIMIZE=bool(maximize),
+                  LR_TENSOR=lr_tensor is not None, HAS_SCALE=scale is not None, HAS_INF=inf is not None)
+    _launch(fused_sgd_kernel, fields, n, device, 3, scalars, consts)
+
+
+KERNELS: dict[str, Callable] = {
+    "_fused_adam_": _adam(False),
+    "_fused_adam_.tensor_lr": _adam(False),
+    "_fused_adamw_": _adam(True),
+    "_fused_adamw_.tensor_lr": _adam(True),
+    "_fused_sgd_": fused_sgd_,
+    "_fused_sgd_.tensor_lr": fused_sgd_,
+}
