@@ -48,7 +48,12 @@ def replayable(op: str) -> bool:
 
 def replayable_foreach(op: str) -> bool:
     """Foreach ops whose Python kernel's preparation depends on the call's scalar lists' types
-    only, never their values (pow with a list of exponents picks its kernel by each value)."""
+    only, never their values (pow with a list of exponents picks its kernel by each value), and
+    the fused optimizers (one table launch too)."""
+    from .triton_ops import _FAMILY_OF
+
+    if _FAMILY_OF.get(op) == "optim":
+        return True
     from .triton_ops import _foreach
 
     return op in _foreach.OPS and op not in _foreach.VALUE_DEPENDENT

@@ -90,7 +90,20 @@ class Compiled:  # foreach_pointwise_kernel's parameter list, P0..P2 32-bit
     function = driver.foreach_f32_address()
 
 python_calls = []
+def fused_adamw(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, **options):
+    # A stand-in for the fused optimizer's kernel: its table has the real layout (parameter,
+    # gradient, two states, the step), the "kernel" computes params = grads * exp_avgs.
+    python_calls.append("_fused_adamw_")
+    ints = []
+    for p, g, m, v, step in zip(params, grads, exp_avgs, exp_avg_sqs, state_steps):
+        p.copy_((g.cpu() * m.cpu()).to(p.device))
+        ints += [p.data_ptr(), g.data_ptr(), m.data_ptr(), v.data_ptr(), step.data_ptr(), p.numel()]
+    table, rows, host = _foreach._table(ints, torch.device("cpu"))
+    _common.CAPTURE.launches.append(_common.TableLaunch(Compiled(), (table, 1, 0, 0), host, _foreach._CHUNK))
+
 def kernel_of(op):
+    if op == "_fused_adamw_":
+        return fused_adamw
     inplace = op.startswith("_foreach_mul_")
     pointer = op.endswith(".List")
     def run(xs, other):  # the Python kernel: computes on the host, reports the table it would launch
@@ -112,7 +125,7 @@ def kernel_of(op):
     return run
 
 ops = ["_foreach_mul_.Scalar", "_foreach_mul.Scalar", "_foreach_mul_.ScalarList", "_foreach_mul.List",
-       "_foreach_pow.ScalarList"]
+       "_foreach_pow.ScalarList", "_fused_adamw_"]
 fronted, libraries, why = _triton_fast.front("npu", ops, C, kernel_of)
 result = {"fronted": sorted(fronted), "why": why}
 host = [torch.arange(40000, dtype=torch.float32) / 1000, torch.full((5,), 2.0), torch.arange(17.0).view(1, 17)]
@@ -161,8 +174,21 @@ two = [xs[0], xs[1].double()]   # mixed dtypes, a non-contiguous tensor: never k
 torch._foreach_mul_(two, 1.0)
 torch._foreach_mul_([xs[0].view(200, 200).t()], 1.0)
 
+# A fused optimizer's call: an empty list (no AMSGrad) and a list of one-element steps in the key,
+# the steps' addresses a row field; replayed with the call's own tensors.
+options = dict(lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+for step in range(3):
+    ps, gs, ms, vs = [[t.to("npu") + k for t in host] for k in range(4)]
+    steps = [torch.tensor(float(step + 1), device="npu") for _ in host]
+    torch._fused_adamw_(ps, gs, ms, vs, [], steps, **options)
+    checks[f"fused_{step}"] = same(ps, [(t + 1) * (t + 2) for t in host])
+torch.npu.synchronize()
+row = [int(v) for v in log[ctypes.c_int.in_dll(driver, "launches").value - 1][4:12]]
+checks["fused_row"] = row[:5] == [ps[0].data_ptr(), gs[0].data_ptr(), ms[0].data_ptr(), vs[0].data_ptr(),
+                                  steps[0].data_ptr()] and row[7] == 0
+
 result["checks"] = checks
-result["stats"] = {k: v for k, v in C._fast_triton_stats().items() if k.startswith("_foreach")}
+result["stats"] = {k: v for k, v in C._fast_triton_stats().items() if k.startswith(("_foreach", "_fused"))}
 result["python_calls"] = len(python_calls)
 result["launches"] = ctypes.c_int.in_dll(driver, "launches").value
 result["outside_a_call"] = list(C._record_foreach_launch(1, 128, 0, torch.zeros(1, 8, dtype=torch.long), 16384,
@@ -184,10 +210,11 @@ def test_npu_foreach_replay_from_cpp_through_the_dispatcher(stand_in_driver):
     list's pointers, new outputs out of place), an identical table reused. One list passed
     twice has its own key, and a call whose lists share only their first tensor is not
     replayed under it; mixed dtypes and strided tensors are never keyed; pow with a list of
-    exponents is not fronted (its kernel depends on their values)."""
+    exponents is not fronted (its kernel depends on their values). A fused optimizer's call
+    (an empty list, a list of one-element step tensors) is keyed and replayed alike."""
     r = run_with_stand_in_driver(REPLAY_SCRIPT, stand_in_driver)
     assert r["fronted"] == ["_foreach_mul.List", "_foreach_mul.Scalar", "_foreach_mul_.Scalar",
-                            "_foreach_mul_.ScalarList"], r["why"]
+                            "_foreach_mul_.ScalarList", "_fused_adamw_"], r["why"]
     checks = r["checks"]
     # 40,000 elements make three rows of 16,384, the others one each; row 0 covers [0, 16384)
     assert checks.pop("launch") == {"grid": 5, "block": 128, "shared": 0, "row0": [True, True, 0, 16384]}
@@ -197,8 +224,9 @@ def test_npu_foreach_replay_from_cpp_through_the_dispatcher(stand_in_driver):
         "_foreach_mul.Scalar": {"replayed": 1, "to_python": 1, "recipes": 1},
         "_foreach_mul_.ScalarList": {"replayed": 1, "to_python": 2, "recipes": 2},
         "_foreach_mul.List": {"replayed": 2, "to_python": 3, "recipes": 2},
+        "_fused_adamw_": {"replayed": 2, "to_python": 1, "recipes": 1},
     }, r["stats"]
-    assert r["python_calls"] == 9 and r["launches"] == 6
+    assert r["python_calls"] == 10 and r["launches"] == 8
     assert r["outside_a_call"][0] is False and "no call" in r["outside_a_call"][1]
 
 
@@ -284,3 +312,70 @@ def test_adamw_foreach_with_replays_matches_the_cpu():
     for got, want in zip(params["nvgpu"], params["cpu"]):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     assert backend._C._fast_triton_stats()["_foreach_addcdiv_.ScalarList"]["replayed"] >= before + 8
+
+
+# The fused optimizers: case -> (the op, its arguments from parameter, gradient, two state lists and steps).
+FUSED_CASES = {
+    "adamw": ("_fused_adamw_", lambda p, g, m, v, s: ((p, g, m, v, [], s), dict(
+        lr=1e-2, beta1=0.9, beta2=0.999, weight_decay=0.01, eps=1e-8, amsgrad=False, maximize=False))),
+    "adam decay": ("_fused_adam_", lambda p, g, m, v, s: ((p, g, m, v, [], s), dict(
+        lr=1e-3, beta1=0.8, beta2=0.99, weight_decay=0.1, eps=1e-6, amsgrad=False, maximize=True))),
+    "sgd momentum": ("_fused_sgd_", lambda p, g, m, v, s: ((p, g, m), dict(
+        weight_decay=1e-4, momentum=0.9, lr=0.1, dampening=0.0, nesterov=True, maximize=False, is_first_step=False))),
+}
+
+
+@needs_nvgpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_optimizer_replays_match_the_python_launch_and_native_cuda(dtype):
+    """Each fused optimizer step, three calls per key on nvgpu (new values each call): the first
+    runs the Python kernel, the others are replayed in C++; every list the step writes is
+    bitwise what the Python kernel gives and close to native CUDA's fused kernel."""
+    backend = nvgpu_backend()
+    C = backend._C
+    before = C._fast_triton_stats()
+    g = torch.Generator().manual_seed(0)
+    sizes = [(1,), (17,), (300, 129), (4096,)]
+    for case, (op, arguments) in FUSED_CASES.items():
+        mirror = getattr(torch.ops.torchfl_nvgpu_triton, op.replace(".", "_"))
+        for call_index in range(3):
+            host = [[torch.randn(s, generator=g).to(dtype) for s in sizes] for _ in range(2)]
+            host += [[torch.rand(s, generator=g).to(dtype) for s in sizes] for _ in range(2)]
+            steps = [torch.tensor(float(call_index + 1)) for _ in sizes]
+            got = {}
+            for where, call in (("fronted", _aten(op)), ("python", mirror), ("cuda", _aten(op))):
+                device = "cuda" if where == "cuda" else "nvgpu"
+                lists = [[t.to(device) for t in lst] for lst in host]
+                args, kwargs = arguments(*lists, [s.to(device) for s in steps])
+                call(*args, **kwargs)
+                got[where] = [[t.cpu() for t in lst] for lst in lists]
+            for fronted, python, native in zip(got["fronted"], got["python"], got["cuda"]):
+                for a, b, c in zip(fronted, python, native):
+                    assert torch.equal(a, b), case
+                    torch.testing.assert_close(a, c, msg=lambda m: f"{case}: {m}")
+    after = C._fast_triton_stats()
+    for op, _ in FUSED_CASES.values():
+        assert after[op]["replayed"] - before.get(op, {}).get("replayed", 0) >= 2, (op, after[op])
+
+
+@needs_nvgpu
+def test_fused_adamw_with_replays_matches_the_cpu():
+    """torch.optim.AdamW(fused=True) on nvgpu, its step replayed from C++ after the first: ten
+    steps of a small model give the parameters the CPU's fused AdamW gives."""
+    backend = nvgpu_backend()
+    before = backend._C._fast_triton_stats().get("_fused_adamw_", {}).get("replayed", 0)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 10))
+    data, target = torch.randn(32, 64), torch.randn(32, 10)
+    params = {}
+    for device in ("cpu", "nvgpu"):
+        m = copy.deepcopy(model).to(device)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-2, fused=True)
+        for _ in range(10):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(m(data.to(device)), target.to(device)).backward()
+            opt.step()
+        params[device] = [p.detach().cpu() for p in m.parameters()]
+    for got, want in zip(params["nvgpu"], params["cpu"]):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert backend._C._fast_triton_stats()["_fused_adamw_"]["replayed"] >= before + 8

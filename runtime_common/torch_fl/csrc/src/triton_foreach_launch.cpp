@@ -128,7 +128,9 @@ struct ForeachFacts {
 // tensor list: its dtype and 0-dim-ness, every tensor being of that dtype, on the lead
 // list's device, contiguous, non-empty and of its lead tensor's shape (what puts every tensor
 // in the one table launch), and which earlier list its first tensor shares an address with (one
-// tensor passed in two lists, AdamW's addcmul_(v, g, g)). A scalar list: its element type
+// tensor passed in two lists, AdamW's addcmul_(v, g, g)); a list of one-element tensors
+// (a fused optimizer's steps) instead of the lead tensor's shape; an empty list (a state the
+// call does not use). A scalar list: its element type
 // (the values change between calls and only reach the table). A scalar or host 0-dim
 // tensor: its value. False: a call never replayed.
 bool foreach_key(const torch::jit::Stack& stack, size_t first, size_t count, KeyWriter* key, ForeachFacts* facts) {
@@ -148,8 +150,15 @@ bool foreach_key(const torch::jit::Stack& stack, size_t first, size_t count, Key
     const c10::IValue& value = stack[first + i];
     if (value.isTensorList()) {
       const c10::ArrayRef<c10::IValue> list = value.toListRef();
+      if (list.empty() && static_cast<int>(i) != facts->lead) {
+        key->put('E');  // a list the call leaves empty (a fused optimizer's unused state)
+        continue;
+      }
       if (list.size() != n) return false;
       const c10::ScalarType dtype = list[0].toTensor().scalar_type();
+      // A list of one-element tensors beside a lead list of others: one per tensor (a fused
+      // optimizer's step counts).
+      const bool scalars = static_cast<int>(i) != facts->lead && !zero_dim && list[0].toTensor().dim() == 0;
       for (size_t j = 0; j < n; ++j) {
         const at::Tensor& t = list[j].toTensor();
         if (!t.defined() || t.device() != facts->device || t.scalar_type() != dtype || t.is_conj() || t.is_neg() ||
@@ -157,11 +166,12 @@ bool foreach_key(const torch::jit::Stack& stack, size_t first, size_t count, Key
           return false;
         }
         if (static_cast<int>(i) == facts->lead ? (t.dim() == 0) != zero_dim
+            : scalars                          ? t.dim() != 0
                                                : !t.sizes().equals(lead[j].toTensor().sizes())) {
           return false;
         }
       }
-      key->put('L');
+      key->put(scalars ? 'Z' : 'L');
       key->put(static_cast<int8_t>(dtype));
       for (int earlier : lists) {
         const bool shared =
@@ -300,7 +310,7 @@ std::optional<std::array<Field, kOperandFields>> deduce(const RecordedLaunch& la
       for (size_t a = 0; a < args.size() && !found; ++a) {
         const c10::IValue& value = args[a];
         Field field{FieldSource::kConstant, static_cast<int>(a), 0};
-        if (pass == 0 && value.isTensorList()) {
+        if (pass == 0 && value.isTensorList() && value.toListRef().size() == n) {
           field.source = FieldSource::kList;
           found = everywhere(k, [&](size_t i) { return static_cast<int64_t>(address(value.toListRef()[i].toTensor())); });
         } else if (pass == 1 && value.isTensor() && value.toTensor().defined() &&
