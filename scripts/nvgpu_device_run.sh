@@ -144,7 +144,7 @@ if has triton; then
   shards=$(mktemp -d)
   # test_zz_* check that the tests of a whole file exercised every op: true of the test
   # suite, not of the device, and not of one shard; CI runs them under the interpreter.
-  python3 -m pytest --noconftest --co -q -p no:cacheprovider tests/triton_ops/test_triton_{ops,fft,nn,index,linalg,foreach,launch,special,select,complex,linalg_complex}.py \
+  python3 -m pytest --noconftest --co -q -p no:cacheprovider tests/triton_ops/test_triton_{ops,fft,nn,index,linalg,foreach,optim,launch,special,select,complex,linalg_complex}.py \
     | grep '::' | grep -v '::test_zz_' > "$shards/ids"
   split -n "r/${TRITON_SHARDS:-14}" "$shards/ids" "$shards/shard-"
   for shard in "$shards"/shard-*; do
