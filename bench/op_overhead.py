@@ -50,7 +50,17 @@ def _ops():
         "_foreach_add_ of 64 tensors": (lambda d: ([torch.rand(16, 16, device=d) for _ in range(64)],
                                                    [torch.rand(16, 16, device=d) for _ in range(64)]),
                                         lambda s: torch._foreach_add_(s[0], s[1], alpha=-1e-3)),
+        # one fused AdamW step over 64 parameters (AdamW(fused=True): the whole update in one call)
+        "_fused_adamw_ of 64 tensors": (_fused_adamw_state, lambda s: torch._fused_adamw_(
+            *s, lr=1e-3, beta1=0.9, beta2=0.999, weight_decay=0.01, eps=1e-8, amsgrad=False, maximize=False)),
     }
+
+
+def _fused_adamw_state(device):
+    import torch
+
+    lists = [[torch.rand(16, 16, device=device) for _ in range(64)] for _ in range(4)]
+    return (*lists, [], [torch.tensor(1.0, device=device) for _ in range(64)])
 
 
 def _layer_norm_state(device):

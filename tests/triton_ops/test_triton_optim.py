@@ -3,8 +3,9 @@
 torch.optim's `fused=True` on the simulated npu against the CPU.
 
 The table launch (one for a whole call) runs under Triton's interpreter on CPU tensors here,
-compiled on a GPU with TORCH_FL_TRITON_TEST_DEVICE=cuda; the npu's tensors under the
-interpreter take one launch per tensor.
+compiled on a GPU with TORCH_FL_TRITON_TEST_DEVICE=cuda. A chip whose Triton is interpreted
+(the simulated `npu`) does not route the family (COMPILED_ONLY): its fused steps run on the
+host (see the npu tests at the end); on nvgpu, tests/triton_ops/test_triton_fast_foreach.py.
 """
 from triton_device import DEVICE  # noqa: I001  (sets TRITON_INTERPRET before triton is imported)
 
@@ -165,16 +166,17 @@ def _npu_ok() -> bool:
 
 
 @pytest.mark.skipif(DEVICE != "cpu" or not _npu_ok(), reason="npu backend not available")
-@pytest.mark.parametrize("optimizer", ["adam", "adamw", "adamw_amsgrad", "sgd"])
-def test_fused_optimizers_train_on_npu_as_on_the_cpu(optimizer):
-    """torch.optim's fused=True on the chip: the step runs on the Triton path (no host
-    fallback) and the parameters end as the CPU's fused optimizer leaves them."""
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+def test_fused_optimizers_on_npu_take_the_host_under_the_interpreter(optimizer):
+    """Under the interpreter the family is not routed (a launch per tensor there is slower
+    than the host's step): torch.optim's fused=True on npu takes the spec's next step, the
+    CPU, and ends with the parameters the CPU's fused optimizer gives."""
     import torch_fl_npu
+    from torch_fl import routes
 
+    assert routes.route(torch_fl_npu.spec, "_fused_adamw_").path != "triton"
     make = {
-        "adam": lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.1, fused=True),
         "adamw": lambda p: torch.optim.AdamW(p, lr=1e-2, fused=True),
-        "adamw_amsgrad": lambda p: torch.optim.AdamW(p, lr=1e-2, amsgrad=True, fused=True),
         "sgd": lambda p: torch.optim.SGD(p, lr=1e-2, momentum=0.9, nesterov=True, fused=True),
     }[optimizer]
     torch.manual_seed(0)
@@ -185,7 +187,7 @@ def test_fused_optimizers_train_on_npu_as_on_the_cpu(optimizer):
     x = torch.randn(16, 8)
     opts = [make(m.parameters()) for m in (cpu_model, npu_model)]
     torch_fl_npu._C.reset_fallback_stats()
-    for _ in range(4):
+    for _ in range(3):
         for model, opt, inp in ((cpu_model, opts[0], x), (npu_model, opts[1], x.to("npu"))):
             opt.zero_grad()
             model(inp).square().sum().backward()
@@ -193,7 +195,7 @@ def test_fused_optimizers_train_on_npu_as_on_the_cpu(optimizer):
     for p, q in zip(cpu_model.parameters(), npu_model.parameters()):
         torch.testing.assert_close(q.cpu(), p, rtol=1e-5, atol=1e-6)
     fused = {op: paths for op, paths in torch_fl_npu._C.fallback_stats().items() if op.startswith("_fused_")}
-    assert fused and all(set(paths) == {"triton"} for paths in fused.values()), fused
+    assert fused and all(set(paths) == {"cpu"} for paths in fused.values()), fused
 
 
 @pytest.mark.skipif(DEVICE != "cpu" or not _npu_ok(), reason="npu backend not available")

@@ -6,11 +6,13 @@ place with the arithmetic of torch's CUDA kernels (aten/src/ATen/native/cuda/fus
 FusedSgdKernel.cu): float32 for half types, gradients unscaled by `grad_scale` and written
 back when it is given, nothing written when `found_inf` is 1.
 
-Where Triton compiles, a call is one launch over a table, as the foreach family's (a row per
-chunk of a tensor: parameter, gradient, two state tensors, the step, the element range, and
-AMSGrad's running maximum), so the C++ front replays it (csrc/src/triton_foreach_launch.cpp)
-when it takes no tensor besides its lists. Under Triton's interpreter the table's raw
-addresses do not reach a chip's memory: a chip's tensors there get one launch per tensor.
+A call is one launch over a table, as the foreach family's (a row per chunk of a tensor:
+parameter, gradient, two state tensors, the step, the element range, and AMSGrad's running
+maximum), so the C++ front replays it (csrc/src/triton_foreach_launch.cpp) when it takes no
+tensor besides its lists. Like the foreach family, routed only where Triton compiles
+(COMPILED_ONLY): under the interpreter the table's raw addresses would not reach a chip's
+memory, and a launch per tensor there (~10 ms each) is slower than the host's step; the tests
+run the table kernel on CPU tensors under the interpreter.
 """
 from __future__ import annotations
 
@@ -24,12 +26,11 @@ import triton.language as tl
 from . import Unsupported
 from . import family_ops
 from ._common import CAPTURE, TableLaunch, dtype_code
-from ._foreach import _as_pointer, _table, _table_serves
+from ._foreach import _CHUNK, _as_pointer, _table, _table_serves
 from ._kernels import F32, F64, _to_cdt, _to_odt
 
 OPS = family_ops("optim")
 
-_CHUNK = 16 * 1024  # elements per table row (the foreach family's)
 _BLOCK = 1024
 _DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 _TABLE_CACHE: dict[tuple, tuple] = {}  # (device, the call's ints) -> _table's result
@@ -44,17 +45,10 @@ def _f64(bits):
 
 
 @triton.jit
-def _row_range(table, n, CHUNK: tl.constexpr, TABLE: tl.constexpr):
-    """This program's row of the table (or its chunk of the one tensor) and element range."""
-    pid = tl.program_id(0).to(tl.int64)
-    row = table + pid * 8
-    if TABLE:
-        start = tl.load(row + 5)
-        end = tl.load(row + 6)
-    else:
-        start = pid * CHUNK
-        end = tl.minimum(start + CHUNK, n)
-    return row, start, end
+def _row(table):
+    """This program's table row and its element range."""
+    row = table + tl.program_id(0).to(tl.int64) * 8
+    return row, tl.load(row + 5), tl.load(row + 6)
 
 
 @triton.jit
@@ -66,24 +60,21 @@ def _skipped(end, start, found_inf, HAS_INF: tl.constexpr):
     return end
 
 
-@triton.jit(do_not_specialize=["n", "LR", "BETA1", "BETA2", "WD", "EPS"])
-def fused_adam_kernel(table, p_ptr, g_ptr, m_ptr, v_ptr, step_ptr, vmax_ptr, n, lr_ptr, scale_ptr, inf_ptr,
-                      LR, BETA1, BETA2, WD, EPS, TABLE: tl.constexpr, DT: tl.constexpr, CDT: tl.constexpr,
-                      ADAMW: tl.constexpr, DECAY: tl.constexpr, AMSGRAD: tl.constexpr, MAXIMIZE: tl.constexpr,
-                      LR_TENSOR: tl.constexpr, HAS_SCALE: tl.constexpr, HAS_INF: tl.constexpr,
-                      CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+@triton.jit(do_not_specialize=["LR", "BETA1", "BETA2", "WD", "EPS"])
+def fused_adam_kernel(table, lr_ptr, scale_ptr, inf_ptr, LR, BETA1, BETA2, WD, EPS, DT: tl.constexpr,
+                      CDT: tl.constexpr, ADAMW: tl.constexpr, DECAY: tl.constexpr, AMSGRAD: tl.constexpr,
+                      MAXIMIZE: tl.constexpr, LR_TENSOR: tl.constexpr, HAS_SCALE: tl.constexpr,
+                      HAS_INF: tl.constexpr, BLOCK: tl.constexpr):
     """Adam (ADAMW=False: weight decay added to the gradient) or AdamW (decoupled decay) on one
-    table row (TABLE) or one chunk of the tensor of the pointer parameters."""
-    row, start, end = _row_range(table, n, CHUNK, TABLE)
-    if TABLE:
-        p = _as_pointer(tl.load(row), DT)
-        g = _as_pointer(tl.load(row + 1), DT)
-        m = _as_pointer(tl.load(row + 2), DT)
-        v = _as_pointer(tl.load(row + 3), DT)
-        step_at = tl.load(row + 4).to(tl.pointer_type(tl.float32))
-        vmax = _as_pointer(tl.load(row + 7), DT)
-    else:
-        p, g, m, v, step_at, vmax = p_ptr, g_ptr, m_ptr, v_ptr, step_ptr, vmax_ptr
+    table row: parameter, gradient, exp_avg, exp_avg_sq, the step (float32), start, end, and
+    AMSGrad's running maximum."""
+    row, start, end = _row(table)
+    p = _as_pointer(tl.load(row), DT)
+    g = _as_pointer(tl.load(row + 1), DT)
+    m = _as_pointer(tl.load(row + 2), DT)
+    v = _as_pointer(tl.load(row + 3), DT)
+    step_at = tl.load(row + 4).to(tl.pointer_type(tl.float32))
+    vmax = _as_pointer(tl.load(row + 7), DT)
     end = _skipped(end, start, inf_ptr, HAS_INF)
     # The step's coefficients in float64 (one per program), as CUDA computes them in double:
     # 1 - beta2 ** step cancels badly in float32 (beta2 = 0.999 at step 3 loses 5 digits).
@@ -134,21 +125,17 @@ def fused_adam_kernel(table, p_ptr, g_ptr, m_ptr, v_ptr, step_ptr, vmax_ptr, n, 
         tl.store(v + i, _to_odt(exp_avg_sq, DT), mask=mask)
 
 
-@triton.jit(do_not_specialize=["n", "LR", "WD", "MOMENTUM", "DAMPENING"])
-def fused_sgd_kernel(table, p_ptr, g_ptr, buf_ptr, n, lr_ptr, scale_ptr, inf_ptr, LR, WD, MOMENTUM, DAMPENING,
-                     TABLE: tl.constexpr, DT: tl.constexpr, CDT: tl.constexpr, DECAY: tl.constexpr,
-                     HAS_BUF: tl.constexpr, FIRST: tl.constexpr, NESTEROV: tl.constexpr, MAXIMIZE: tl.constexpr,
-                     LR_TENSOR: tl.constexpr, HAS_SCALE: tl.constexpr, HAS_INF: tl.constexpr,
-                     CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+@triton.jit(do_not_specialize=["LR", "WD", "MOMENTUM", "DAMPENING"])
+def fused_sgd_kernel(table, lr_ptr, scale_ptr, inf_ptr, LR, WD, MOMENTUM, DAMPENING, DT: tl.constexpr,
+                     CDT: tl.constexpr, DECAY: tl.constexpr, HAS_BUF: tl.constexpr, FIRST: tl.constexpr,
+                     NESTEROV: tl.constexpr, MAXIMIZE: tl.constexpr, LR_TENSOR: tl.constexpr,
+                     HAS_SCALE: tl.constexpr, HAS_INF: tl.constexpr, BLOCK: tl.constexpr):
     """SGD with optional momentum (HAS_BUF; FIRST: the buffer starts as the gradient), Nesterov
-    momentum and weight decay, on one table row (TABLE) or one chunk of one tensor."""
-    row, start, end = _row_range(table, n, CHUNK, TABLE)
-    if TABLE:
-        p = _as_pointer(tl.load(row), DT)
-        g = _as_pointer(tl.load(row + 1), DT)
-        buf = _as_pointer(tl.load(row + 2), DT)
-    else:
-        p, g, buf = p_ptr, g_ptr, buf_ptr
+    momentum and weight decay, on one table row: parameter, gradient, momentum buffer, start, end."""
+    row, start, end = _row(table)
+    p = _as_pointer(tl.load(row), DT)
+    g = _as_pointer(tl.load(row + 1), DT)
+    buf = _as_pointer(tl.load(row + 2), DT)
     end = _skipped(end, start, inf_ptr, HAS_INF)
     if LR_TENSOR:
         lr = _to_cdt(tl.load(lr_ptr), CDT)
@@ -258,41 +245,32 @@ def _scalar_tensor(t, name: str, device: torch.device):
     return t
 
 
-def _launch(kernel, lists: list[list], n: int, device: torch.device, pointer_args: int, scalars: dict,
-            consts: dict) -> None:
-    """One table launch for the call (`lists`: per row field 0..4 and 7, a list or None), or, where
-    the table cannot reach the tensors' memory, one launch per tensor. `pointer_args` is how many
-    per-tensor pointer parameters follow the table in the kernel's signature."""
-    if _table_serves(device):
-        ints = []
-        fields = (lists + [None] * 6)[:6]  # fields 1..4, then 7 (row layout: _foreach._table)
-        for i in range(n):
-            lead = fields[0][i]
-            slots = [0 if f is None else f[i].data_ptr() for f in fields]
-            ints += (slots[0], slots[1], slots[2], slots[3], slots[4], lead.numel(), slots[5])
-        key = (device, tuple(ints))
-        cached = _TABLE_CACHE.get(key)
-        if cached is None:
-            cached = _table(ints, device, width=7)
-            if len(_TABLE_CACHE) >= _TABLE_CACHE_SIZE:
-                _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
-            _TABLE_CACHE[key] = cached
-        table, rows, host_rows = cached
-        if rows == 0:
-            return
-        values = (table, *[None] * pointer_args, 0, *scalars["pointers"], *scalars["bits"])
-        launched = kernel[(rows,)](*values, TABLE=True, CHUNK=_CHUNK, BLOCK=_BLOCK, **consts)
-        if CAPTURE.launches is not None:
-            CAPTURE.launches.append(TableLaunch(launched, values, host_rows, _CHUNK))
-        return
+def _launch(kernel, fields: list, n: int, device: torch.device, scalars: dict, consts: dict) -> None:
+    """One launch of `kernel` over the call's table: per tensor, its row fields 0..4 and 7 from
+    `fields` (a list, or None for a field the kernel does not read)."""
+    if not _table_serves(device):
+        raise Unsupported("the fused optimizers' table under the interpreter (a chip's memory)")
+    ints = []
+    fields = (fields + [None] * 6)[:6]
     for i in range(n):
-        numel = lists[0][i].numel()
-        if numel == 0:
-            continue
-        pointers = [(lists[k][i] if k < len(lists) and lists[k] is not None else lists[0][i])
-                    for k in range(pointer_args)]
-        kernel[(triton.cdiv(numel, _CHUNK),)](lists[0][i], *pointers, numel, *scalars["pointers"], *scalars["bits"],
-                                             TABLE=False, CHUNK=_CHUNK, BLOCK=_BLOCK, **consts)
+        slots = [0 if f is None else f[i].data_ptr() for f in fields]
+        ints += (*slots[:5], fields[0][i].numel(), slots[5])
+    key = (device, tuple(ints))
+    cached = _TABLE_CACHE.get(key)
+    if cached is None:
+        cached = _table(ints, device, width=7)
+        if len(_TABLE_CACHE) >= _TABLE_CACHE_SIZE:
+            _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
+        _TABLE_CACHE[key] = cached
+    table, rows, host_rows = cached
+    if rows == 0:
+        return
+    # Absent tensors pass as None, compile-time constants: the C++ replay takes the table and
+    # integers only.
+    values = (table, *scalars["pointers"], *scalars["bits"])
+    launched = kernel[(rows,)](*values, BLOCK=_BLOCK, **consts)
+    if CAPTURE.launches is not None:
+        CAPTURE.launches.append(TableLaunch(launched, values, host_rows, _CHUNK))
 
 
 def _adam(adamw: bool) -> Callable:
@@ -315,7 +293,7 @@ def _adam(adamw: bool) -> Callable:
         consts = dict(DT=dtype_code(dtype), CDT=F64 if dtype == torch.float64 else F32, ADAMW=adamw,
                       DECAY=weight_decay != 0, AMSGRAD=bool(amsgrad), MAXIMIZE=bool(maximize),
                       LR_TENSOR=lr_tensor is not None, HAS_SCALE=scale is not None, HAS_INF=inf is not None)
-        _launch(fused_adam_kernel, fields, n, device, 6, scalars, consts)
+        _launch(fused_adam_kernel, fields, n, device, scalars, consts)
 
     fused_adam_.__name__ = "_fused_adamw_" if adamw else "_fused_adam_"
     return fused_adam_
@@ -340,7 +318,7 @@ def fused_sgd_(self, grads, momentum_buffer_list, *, weight_decay, momentum, lr,
     consts = dict(DT=dtype_code(dtype), CDT=F64 if dtype == torch.float64 else F32, DECAY=weight_decay != 0,
                   HAS_BUF=has_buf, FIRST=bool(is_first_step), NESTEROV=bool(nesterov), MAXIMIZE=bool(maximize),
                   LR_TENSOR=lr_tensor is not None, HAS_SCALE=scale is not None, HAS_INF=inf is not None)
-    _launch(fused_sgd_kernel, fields, n, device, 3, scalars, consts)
+    _launch(fused_sgd_kernel, fields, n, device, scalars, consts)
 
 
 KERNELS: dict[str, Callable] = {
