@@ -292,18 +292,19 @@ def test_foreach_replays_match_the_python_launch_and_native_cuda(dtype):
 
 
 @needs_nvgpu
-def test_adamw_foreach_with_replays_matches_the_cpu():
-    """torch.optim.AdamW (foreach) on nvgpu, its calls replayed from C++ after the first step:
-    ten steps of a small model give the parameters AdamW gives on the CPU."""
+@pytest.mark.parametrize("mode,replayed_op", [("foreach", "_foreach_addcdiv_.ScalarList"), ("fused", "_fused_adamw_")])
+def test_adamw_with_replays_matches_the_cpu(mode, replayed_op):
+    """torch.optim.AdamW (foreach, or fused) on nvgpu, its calls replayed from C++ after the
+    first step: ten steps of a small model give the parameters AdamW gives on the CPU."""
     backend = nvgpu_backend()
-    before = backend._C._fast_triton_stats().get("_foreach_addcdiv_.ScalarList", {}).get("replayed", 0)
+    before = backend._C._fast_triton_stats().get(replayed_op, {}).get("replayed", 0)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 10))
     data, target = torch.randn(32, 64), torch.randn(32, 10)
     params = {}
     for device in ("cpu", "nvgpu"):
         m = copy.deepcopy(model).to(device)
-        opt = torch.optim.AdamW(m.parameters(), lr=1e-2, foreach=True)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-2, **{mode: True})
         for _ in range(10):
             opt.zero_grad()
             torch.nn.functional.mse_loss(m(data.to(device)), target.to(device)).backward()
@@ -311,7 +312,7 @@ def test_adamw_foreach_with_replays_matches_the_cpu():
         params[device] = [p.detach().cpu() for p in m.parameters()]
     for got, want in zip(params["nvgpu"], params["cpu"]):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
-    assert backend._C._fast_triton_stats()["_foreach_addcdiv_.ScalarList"]["replayed"] >= before + 8
+    assert backend._C._fast_triton_stats()[replayed_op]["replayed"] >= before + 8
 
 
 # The fused optimizers: case -> (the op, its arguments from parameter, gradient, two state lists and steps).
@@ -356,26 +357,3 @@ def test_fused_optimizer_replays_match_the_python_launch_and_native_cuda(dtype):
     after = C._fast_triton_stats()
     for op, _ in FUSED_CASES.values():
         assert after[op]["replayed"] - before.get(op, {}).get("replayed", 0) >= 2, (op, after[op])
-
-
-@needs_nvgpu
-def test_fused_adamw_with_replays_matches_the_cpu():
-    """torch.optim.AdamW(fused=True) on nvgpu, its step replayed from C++ after the first: ten
-    steps of a small model give the parameters the CPU's fused AdamW gives."""
-    backend = nvgpu_backend()
-    before = backend._C._fast_triton_stats().get("_fused_adamw_", {}).get("replayed", 0)
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 10))
-    data, target = torch.randn(32, 64), torch.randn(32, 10)
-    params = {}
-    for device in ("cpu", "nvgpu"):
-        m = copy.deepcopy(model).to(device)
-        opt = torch.optim.AdamW(m.parameters(), lr=1e-2, fused=True)
-        for _ in range(10):
-            opt.zero_grad()
-            torch.nn.functional.mse_loss(m(data.to(device)), target.to(device)).backward()
-            opt.step()
-        params[device] = [p.detach().cpu() for p in m.parameters()]
-    for got, want in zip(params["nvgpu"], params["cpu"]):
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
-    assert backend._C._fast_triton_stats()["_fused_adamw_"]["replayed"] >= before + 8

@@ -60,6 +60,21 @@ def _skipped(end, start, found_inf, HAS_INF: tl.constexpr):
     return end
 
 
+@triton.jit
+def _param_and_grad(p, g, i, mask, scale_ptr, DT: tl.constexpr, CDT: tl.constexpr, HAS_SCALE: tl.constexpr,
+                    MAXIMIZE: tl.constexpr):
+    """A block's parameters and gradients in the compute type: the gradients unscaled (and
+    stored back so, as CUDA's kernels do) when GradScaler passed its scale, negated to maximize."""
+    param = _to_cdt(tl.load(p + i, mask=mask), CDT)
+    grad = _to_cdt(tl.load(g + i, mask=mask), CDT)
+    if HAS_SCALE:
+        grad = grad / _to_cdt(tl.load(scale_ptr), CDT)
+        tl.store(g + i, _to_odt(grad, DT), mask=mask)
+    if MAXIMIZE:
+        grad = -grad
+    return param, grad
+
+
 @triton.jit(do_not_specialize=["LR", "BETA1", "BETA2", "WD", "EPS"])
 def fused_adam_kernel(table, lr_ptr, scale_ptr, inf_ptr, LR, BETA1, BETA2, WD, EPS, DT: tl.constexpr,
                       CDT: tl.constexpr, ADAMW: tl.constexpr, DECAY: tl.constexpr, AMSGRAD: tl.constexpr,
@@ -98,13 +113,7 @@ def fused_adam_kernel(table, lr_ptr, scale_ptr, inf_ptr, LR, BETA1, BETA2, WD, E
     for offset in range(start, end, BLOCK):
         i = offset + tl.arange(0, BLOCK)
         mask = i < end
-        param = _to_cdt(tl.load(p + i, mask=mask), CDT)
-        grad = _to_cdt(tl.load(g + i, mask=mask), CDT)
-        if HAS_SCALE:
-            grad = grad / _to_cdt(tl.load(scale_ptr), CDT)
-            tl.store(g + i, _to_odt(grad, DT), mask=mask)  # the unscaled gradient, as CUDA stores it
-        if MAXIMIZE:
-            grad = -grad
+        param, grad = _param_and_grad(p, g, i, mask, scale_ptr, DT, CDT, HAS_SCALE, MAXIMIZE)
         if DECAY:
             if ADAMW:
                 param = param - lr_wd * param
@@ -147,13 +156,7 @@ def fused_sgd_kernel(table, lr_ptr, scale_ptr, inf_ptr, LR, WD, MOMENTUM, DAMPEN
     for offset in range(start, end, BLOCK):
         i = offset + tl.arange(0, BLOCK)
         mask = i < end
-        param = _to_cdt(tl.load(p + i, mask=mask), CDT)
-        grad = _to_cdt(tl.load(g + i, mask=mask), CDT)
-        if HAS_SCALE:
-            grad = grad / _to_cdt(tl.load(scale_ptr), CDT)
-            tl.store(g + i, _to_odt(grad, DT), mask=mask)
-        if MAXIMIZE:
-            grad = -grad
+        param, grad = _param_and_grad(p, g, i, mask, scale_ptr, DT, CDT, HAS_SCALE, MAXIMIZE)
         if DECAY:
             grad = grad + wd * param
         if HAS_BUF:
