@@ -40,7 +40,7 @@ from ._kernels import BF16, F16, F32, F64, I8, I16, I32, I64, U8, _apply, _dense
 _ROW = 8             # int64 fields of a table row: out, four operands, start, end, unused
 _CHUNK = 16 * 1024   # elements per row: enough rows for every SM when tensors are few
 _BLOCK = 1024
-_TABLE_CACHE: dict[tuple, tuple] = {}  # (device, the group's ints) -> _table's result
+_TABLE_CACHE: dict[tuple, tuple] = {}  # (device, width, the group's ints) -> _table's result
 _TABLE_CACHE_SIZE = 32
 # Element dtypes a table pointer can be cast to (bool and complex take the per-tensor paths).
 _POINTER_DTYPES = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
@@ -219,14 +219,7 @@ def _launch_groups(groups: dict, device: torch.device) -> None:
     for (op, cdt, odt, kinds, dtypes, params), tensors in groups.items():
         if not tensors:
             continue
-        key = (device, tuple(tensors))
-        cached = _TABLE_CACHE.get(key)
-        if cached is None:
-            cached = _table(tensors, device)
-            if len(_TABLE_CACHE) >= _TABLE_CACHE_SIZE:
-                _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
-            _TABLE_CACHE[key] = cached
-        table, rows, host_rows = cached
+        table, rows, host_rows = cached_table(tensors, device)
         nin = len(kinds)
         kinds = kinds + (0,) * (4 - nin)
         dtypes = dtypes + (0,) * (4 - nin)
@@ -241,6 +234,18 @@ def _launch_groups(groups: dict, device: torch.device) -> None:
 
 # A group lists _TENSOR ints per tensor: output address, four operand slots, element count.
 _TENSOR = 6
+
+
+def cached_table(tensors: list, device: torch.device, width: int = _TENSOR) -> tuple[torch.Tensor, int, torch.Tensor]:
+    """_table's result for these entries, built and uploaded once while they recur."""
+    key = (device, width, tuple(tensors))
+    cached = _TABLE_CACHE.get(key)
+    if cached is None:
+        cached = _table(tensors, device, width)
+        if len(_TABLE_CACHE) >= _TABLE_CACHE_SIZE:
+            _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
+        _TABLE_CACHE[key] = cached
+    return cached
 
 
 def _table(tensors: list, device: torch.device, width: int = _TENSOR) -> tuple[torch.Tensor, int, torch.Tensor]:

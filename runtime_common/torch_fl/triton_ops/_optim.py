@@ -16,7 +16,6 @@ run the table kernel on CPU tensors under the interpreter.
 """
 from __future__ import annotations
 
-import struct
 from typing import Callable
 
 import torch
@@ -25,16 +24,14 @@ import triton.language as tl
 
 from . import Unsupported
 from . import family_ops
-from ._common import CAPTURE, TableLaunch, dtype_code
-from ._foreach import _CHUNK, _as_pointer, _table, _table_serves
-from ._kernels import F32, F64, _to_cdt, _to_odt
+from ._common import CAPTURE, TableLaunch, compute_code, dtype_code, scalar_bits
+from ._foreach import _CHUNK, _as_pointer, _table_serves, cached_table
+from ._kernels import _to_cdt, _to_odt
 
 OPS = family_ops("optim")
 
 _BLOCK = 1024
 _DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
-_TABLE_CACHE: dict[tuple, tuple] = {}  # (device, the call's ints) -> _table's result
-_TABLE_CACHE_SIZE = 16
 
 
 @triton.jit
@@ -176,7 +173,7 @@ def fused_sgd_kernel(table, lr_ptr, scale_ptr, inf_ptr, LR, WD, MOMENTUM, DAMPEN
 # ------------------------------------------------------------ preparation --
 def _bits(value: float) -> int:
     """A Python float's bit pattern as a signed int64 (what _f64 reads back)."""
-    return struct.unpack("<q", struct.pack("<d", float(value)))[0]
+    return scalar_bits(value, torch.float64)[0]
 
 
 def _dense(t: torch.Tensor) -> bool:
@@ -227,14 +224,20 @@ def _checked(lists: dict[str, list], steps: list | None = None) -> tuple[torch.d
     return device, dtype, n
 
 
-def _lr(lr, device: torch.device):
-    """(the lr as a float, or None; the lr tensor on the lists' device, or None). A host tensor
-    is read, as CUDA's kernels read it."""
-    if not isinstance(lr, torch.Tensor):
-        return float(lr), None
-    if lr.device.type == "cpu" and lr.numel() == 1:
-        return float(lr.item()), None
-    return None, _scalar_tensor(lr, "lr", device)
+def _step_inputs(lr, grad_scale, found_inf, device: torch.device) -> tuple[int, tuple, dict]:
+    """What both kernels take besides their lists: the lr's bits (0 for an lr tensor on the
+    device, which the kernel reads; a host lr tensor is read here, as CUDA's kernels do), the
+    tensor parameters (lr, grad_scale, found_inf; None where absent) and the flags saying which
+    are there."""
+    if isinstance(lr, torch.Tensor) and not (lr.device.type == "cpu" and lr.numel() == 1):
+        lr_tensor = _scalar_tensor(lr, "lr", device)
+    else:
+        lr_tensor = None
+    scale = _scalar_tensor(grad_scale, "grad_scale", device)
+    inf = _scalar_tensor(found_inf, "found_inf", device)
+    lr_bits = 0 if lr_tensor is not None else _bits(lr.item() if isinstance(lr, torch.Tensor) else lr)
+    flags = dict(LR_TENSOR=lr_tensor is not None, HAS_SCALE=scale is not None, HAS_INF=inf is not None)
+    return lr_bits, (lr_tensor, scale, inf), flags
 
 
 def _scalar_tensor(t, name: str, device: torch.device):
@@ -248,9 +251,10 @@ def _scalar_tensor(t, name: str, device: torch.device):
     return t
 
 
-def _launch(kernel, fields: list, n: int, device: torch.device, scalars: dict, consts: dict) -> None:
+def _launch(kernel, fields: list, n: int, device: torch.device, pointers: tuple, bits: list, consts: dict) -> None:
     """One launch of `kernel` over the call's table: per tensor, its row fields 0..4 and 7 from
-    `fields` (a list, or None for a field the kernel does not read)."""
+    `fields` (a list, or None for a field the kernel does not read), then the tensor parameters
+    and the doubles' bits."""
     if not _table_serves(device):
         raise Unsupported("the fused optimizers' table under the interpreter (a chip's memory)")
     ints = []
@@ -258,19 +262,12 @@ def _launch(kernel, fields: list, n: int, device: torch.device, scalars: dict, c
     for i in range(n):
         slots = [0 if f is None else f[i].data_ptr() for f in fields]
         ints += (*slots[:5], fields[0][i].numel(), slots[5])
-    key = (device, tuple(ints))
-    cached = _TABLE_CACHE.get(key)
-    if cached is None:
-        cached = _table(ints, device, width=7)
-        if len(_TABLE_CACHE) >= _TABLE_CACHE_SIZE:
-            _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
-        _TABLE_CACHE[key] = cached
-    table, rows, host_rows = cached
+    table, rows, host_rows = cached_table(ints, device, width=7)
     if rows == 0:
         return
     # Absent tensors pass as None, compile-time constants: the C++ replay takes the table and
     # integers only.
-    values = (table, *scalars["pointers"], *scalars["bits"])
+    values = (table, *pointers, *bits)
     launched = kernel[(rows,)](*values, BLOCK=_BLOCK, **consts)
     if CAPTURE.launches is not None:
         CAPTURE.launches.append(TableLaunch(launched, values, host_rows, _CHUNK))
@@ -285,18 +282,13 @@ def _adam(adamw: bool) -> Callable:
         device, dtype, n = _checked(lists, state_steps)
         if n == 0:
             return
-        lr, lr_tensor = _lr(lr, device)
-        scale = _scalar_tensor(grad_scale, "grad_scale", device)
-        inf = _scalar_tensor(found_inf, "found_inf", device)
+        lr_bits, pointers, flags = _step_inputs(lr, grad_scale, found_inf, device)
         # Row fields: parameter, gradient, exp_avg, exp_avg_sq, step, then (7) AMSGrad's maximum.
         fields = [self, grads, exp_avgs, exp_avg_sqs, state_steps, max_exp_avg_sqs if amsgrad else None]
-        scalars = {"pointers": (lr_tensor, scale, inf),
-                   "bits": [0 if lr_tensor is not None else _bits(lr), _bits(beta1), _bits(beta2),
-                            _bits(weight_decay), _bits(eps)]}
-        consts = dict(DT=dtype_code(dtype), CDT=F64 if dtype == torch.float64 else F32, ADAMW=adamw,
-                      DECAY=weight_decay != 0, AMSGRAD=bool(amsgrad), MAXIMIZE=bool(maximize),
-                      LR_TENSOR=lr_tensor is not None, HAS_SCALE=scale is not None, HAS_INF=inf is not None)
-        _launch(fused_adam_kernel, fields, n, device, scalars, consts)
+        bits = [lr_bits, _bits(beta1), _bits(beta2), _bits(weight_decay), _bits(eps)]
+        consts = dict(DT=dtype_code(dtype), CDT=compute_code(dtype), ADAMW=adamw, DECAY=weight_decay != 0,
+                      AMSGRAD=bool(amsgrad), MAXIMIZE=bool(maximize), **flags)
+        _launch(fused_adam_kernel, fields, n, device, pointers, bits, consts)
 
     fused_adam_.__name__ = "_fused_adamw_" if adamw else "_fused_adam_"
     return fused_adam_
@@ -311,17 +303,12 @@ def fused_sgd_(self, grads, momentum_buffer_list, *, weight_decay, momentum, lr,
     device, dtype, n = _checked(lists)
     if n == 0:
         return
-    lr, lr_tensor = _lr(lr, device)
-    scale = _scalar_tensor(grad_scale, "grad_scale", device)
-    inf = _scalar_tensor(found_inf, "found_inf", device)
+    lr_bits, pointers, flags = _step_inputs(lr, grad_scale, found_inf, device)
     fields = [self, grads, momentum_buffer_list if has_buf else None]
-    scalars = {"pointers": (lr_tensor, scale, inf),
-               "bits": [0 if lr_tensor is not None else _bits(lr), _bits(weight_decay), _bits(momentum),
-                        _bits(dampening)]}
-    consts = dict(DT=dtype_code(dtype), CDT=F64 if dtype == torch.float64 else F32, DECAY=weight_decay != 0,
-                  HAS_BUF=has_buf, FIRST=bool(is_first_step), NESTEROV=bool(nesterov), MAXIMIZE=bool(maximize),
-                  LR_TENSOR=lr_tensor is not None, HAS_SCALE=scale is not None, HAS_INF=inf is not None)
-    _launch(fused_sgd_kernel, fields, n, device, scalars, consts)
+    bits = [lr_bits, _bits(weight_decay), _bits(momentum), _bits(dampening)]
+    consts = dict(DT=dtype_code(dtype), CDT=compute_code(dtype), DECAY=weight_decay != 0, HAS_BUF=has_buf,
+                  FIRST=bool(is_first_step), NESTEROV=bool(nesterov), MAXIMIZE=bool(maximize), **flags)
+    _launch(fused_sgd_kernel, fields, n, device, pointers, bits, consts)
 
 
 KERNELS: dict[str, Callable] = {
