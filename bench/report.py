@@ -196,7 +196,23 @@ def step_parts(r: dict) -> list[str]:
              "| op | self CPU µs a step | calls a step |", "|---|---|---|"]
     lines += [f"| `{op['name']}` | {_fmt(op['self_cpu_us_per_step'])} | {_fmt(op['calls_per_step'])} |"
               for op in r["top_ops"]]
+    gpu = r.get("gpu")
+    if gpu:   # a device on a CUDA GPU: the GPU's busy time, its kernels, the host's CUDA calls
+        lines += ["", f"GPU busy {_fmt(gpu['busy_ms_per_step'])} ms a step "
+                      f"({_fmt(gpu['launches_per_step'])} kernels and copies).", "",
+                  "| GPU kernel or copy | GPU µs a step | calls a step |", "|---|---|---|"]
+        lines += [f"| `{_short(k['name'])}` | {_fmt(k['gpu_us_per_step'])} | {_fmt(k['calls_per_step'])} |"
+                  for k in gpu["top_kernels"]]
+        lines += ["", "| CUDA call | host µs a step | calls a step |", "|---|---|---|"]
+        lines += [f"| `{c['name']}` | {_fmt(c['host_us_per_step'])} | {_fmt(c['calls_per_step'])} |"
+                  for c in gpu["top_driver_calls"]]
     return lines
+
+
+def _short(kernel: str, width: int = 90) -> str:
+    """A kernel's name cut to a table cell (C++ template names run to hundreds of characters)."""
+    kernel = kernel.replace("|", "/")
+    return kernel if len(kernel) <= width else kernel[:width - 1] + "…"
 
 
 SECTIONS = [

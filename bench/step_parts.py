@@ -11,6 +11,13 @@ GPU holds torch's accelerator slot):
 
 The parts are host time, taken without draining the device between them, as a training loop
 runs: a part that waits for the device (a blocking copy) shows as its own time.
+
+On a device that runs on a CUDA GPU (cuda, nvgpu) the profile also records the GPU: its busy
+time a step (kernels, copies, fills), the kernels taking most of it, and the CUDA runtime and
+driver calls taking most host time. A GPU-bound step whose host share is near 1 is told apart
+from one that waits for the device: the first shows the launch calls themselves slow (the
+launch queue full), the second a synchronizing call (cudaStreamSynchronize, cudaFree, a
+blocking cudaMemcpy).
 """
 from __future__ import annotations
 
@@ -61,14 +68,55 @@ def measure(device: str, name: str, size: str, compile_mode: str, steps: int, wa
 
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(3):
+    on_gpu = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    with profile(activities=activities) as prof:
+        for _ in range(PROFILED_STEPS):
             step()
-    top = sorted(prof.key_averages(), key=lambda event: -event.self_cpu_time_total)[:rows]
-    return {"device": device, "model": name, "size": size, "compile": compile_mode, "optimizer": "adamw",
-            "steps": steps, "parts_ms": parts,
-            "top_ops": [{"name": e.key, "self_cpu_us_per_step": e.self_cpu_time_total / 3, "calls_per_step": e.count / 3}
-                        for e in top]}
+    events = prof.key_averages()
+    host_events = [e for e in events if not _on_gpu(e) and not _driver_call(e.key)]
+    top = sorted(host_events, key=lambda event: -event.self_cpu_time_total)[:rows]
+    record = {"device": device, "model": name, "size": size, "compile": compile_mode, "optimizer": "adamw",
+              "steps": steps, "parts_ms": parts,
+              "top_ops": [_per_step(e.key, e.count, e.self_cpu_time_total, "self_cpu_us_per_step") for e in top]}
+    if on_gpu:
+        record["gpu"] = gpu_view(events, rows)
+    return record
+
+
+PROFILED_STEPS = 3
+
+
+def _on_gpu(event) -> bool:
+    import torch
+
+    return getattr(event, "device_type", None) == torch.autograd.DeviceType.CUDA
+
+
+def _driver_call(name: str) -> bool:
+    """A CUDA runtime (cudaLaunchKernel) or driver (cuLaunchKernel) API call, as the profiler
+    names them."""
+    return (name.startswith("cuda") and name[4:5].isupper()) or (name.startswith("cu") and name[2:3].isupper())
+
+
+def _per_step(name: str, count: int, total_us: float, key: str) -> dict:
+    return {"name": name, key: total_us / PROFILED_STEPS, "calls_per_step": count / PROFILED_STEPS}
+
+
+def gpu_view(events, rows: int) -> dict:
+    """The GPU's side of the profiled steps: busy time a step, the kernels (and copies) taking
+    most of it, and the runtime and driver calls taking most host time."""
+    work = [e for e in events if _on_gpu(e)]
+    calls = [e for e in events if not _on_gpu(e) and _driver_call(e.key)]
+    busy = sum(e.self_device_time_total for e in work)
+    return {
+        "busy_ms_per_step": busy / PROFILED_STEPS / 1e3,
+        "launches_per_step": sum(e.count for e in work) / PROFILED_STEPS,
+        "top_kernels": [_per_step(e.key, e.count, e.self_device_time_total, "gpu_us_per_step")
+                        for e in sorted(work, key=lambda e: -e.self_device_time_total)[:rows]],
+        "top_driver_calls": [_per_step(e.key, e.count, e.self_cpu_time_total, "host_us_per_step")
+                             for e in sorted(calls, key=lambda e: -e.self_cpu_time_total)[:rows]],
+    }
 
 
 def main(argv=None) -> None:
@@ -87,7 +135,13 @@ def main(argv=None) -> None:
     record = measure(args.device, args.model, args.size, args.compile, args.steps, args.warmup, args.rows)
     rows = [[part, record["parts_ms"][part], "", ""] for part in PARTS]
     rows += [["", "", op["name"], op["self_cpu_us_per_step"]] for op in record["top_ops"]]
-    _common.emit("step_parts", record, rows, ["part", "host ms", "op", "self CPU us/step"], args.out)
+    if "gpu" in record:
+        gpu = record["gpu"]
+        rows += [["GPU busy", gpu["busy_ms_per_step"], f"{gpu['launches_per_step']:.0f} kernels and copies", ""]]
+        rows += [["", "", f"GPU: {k['name'][:80]}", k["gpu_us_per_step"]] for k in gpu["top_kernels"]]
+        rows += [["", "", f"host: {c['name']} x{c['calls_per_step']:.0f}", c["host_us_per_step"]]
+                 for c in gpu["top_driver_calls"]]
+    _common.emit("step_parts", record, rows, ["part", "host ms", "op", "us/step"], args.out)
 
 
 if __name__ == "__main__":

@@ -93,3 +93,40 @@ def test_step_parts_splits_a_step_and_names_its_costliest_ops(tmp_path):
                                       "--size small")
     table = report.step_parts(record)
     assert table[0] == "| forward | backward | optimizer | step |" and len(table) == 6 + 4
+    assert "gpu" not in record   # no CUDA GPU here: no GPU view
+
+
+def test_step_parts_gpu_view_splits_kernels_from_the_hosts_cuda_calls():
+    """The GPU view (cuda, nvgpu) from profiler events: GPU work by device time, the CUDA
+    runtime and driver calls by host time, aten ops in neither."""
+    from types import SimpleNamespace
+
+    import torch
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import report
+    import step_parts
+
+    gpu, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+
+    def event(key, device_type, count, cpu_us=0.0, gpu_us=0.0):
+        return SimpleNamespace(key=key, device_type=device_type, count=count, self_cpu_time_total=cpu_us,
+                               self_device_time_total=gpu_us)
+
+    n = step_parts.PROFILED_STEPS
+    events = [event("ampere_sgemm_128x64_nn", gpu, 4 * n, gpu_us=900.0 * n),
+              event("Memcpy DtoD (Device -> Device)", gpu, n, gpu_us=100.0 * n),
+              event("cudaStreamSynchronize", cpu, n, cpu_us=5000.0 * n),
+              event("cuLaunchKernel", cpu, 40 * n, cpu_us=200.0 * n),
+              event("aten::mm", cpu, 4 * n, cpu_us=80.0 * n, gpu_us=900.0 * n)]
+    view = step_parts.gpu_view(events, rows=5)
+    assert view["busy_ms_per_step"] == 1.0 and view["launches_per_step"] == 5
+    assert [k["name"] for k in view["top_kernels"]] == ["ampere_sgemm_128x64_nn", "Memcpy DtoD (Device -> Device)"]
+    assert view["top_driver_calls"] == [
+        {"name": "cudaStreamSynchronize", "host_us_per_step": 5000.0, "calls_per_step": 1.0},
+        {"name": "cuLaunchKernel", "host_us_per_step": 200.0, "calls_per_step": 40.0}]
+    record = {"parts_ms": {"forward": 1.0, "backward": 1.0, "optimizer": 1.0, "step": 4.0}, "top_ops": [],
+              "gpu": view}
+    table = "\n".join(report.step_parts(record))
+    assert "GPU busy 1 ms a step (5 kernels and copies)." in table
+    assert "| `cudaStreamSynchronize` | 5e+03 | 1 |" in table
