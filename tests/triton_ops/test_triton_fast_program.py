@@ -426,6 +426,8 @@ STRIDED_CASES = {
     "add to a transpose": ("add.Tensor", lambda t: t((64, 33)).t() + t((33, 64))),
     "div of a transpose by a host 0-dim": ("div.Tensor", lambda t: t((8, 33)).t() / torch.tensor(3.0)),
     "cat of two": ("cat", lambda t: torch.cat([t((2, 4, 16, 32)), t((2, 4, 16, 32))], -1)),
+    "cat of three along a middle dim": ("cat", lambda t: torch.cat([t((2, 3, 8)), t((2, 1, 8)), t((2, 5, 8))], 1)),
+    "cat of ten (two launches)": ("cat", lambda t: torch.cat([t((4, k + 1)) for k in range(10)], 1)),
 }
 
 

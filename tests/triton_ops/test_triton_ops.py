@@ -649,6 +649,14 @@ def test_cat_fill_zero():
     check("cat", ([a, rnd(1, 3, dtype=F64), rnd(2, 3, dtype=I64)], 0))
     check("cat", ([rnd(2, 3, dtype=BF16), torch.empty(0), rnd(1, 3, dtype=BF16)], -2))
     check("cat", ([rnd(3, 1).expand(3, 4), rnd(3, 2)], 1))
+    # The batched launch (contiguous inputs of the output's dtype): a middle dim, an input of width
+    # 0 between others, more inputs than one launch takes, one element per input, every dtype.
+    check("cat", ([rnd(2, 3, 4), rnd(2, 0, 4), rnd(2, 1, 4, seed=2), rnd(2, 5, 4, seed=3)], 1))
+    check("cat", ([rnd(3, k + 1, seed=k) for k in range(11)], -1))
+    check("cat", ([rnd(1, seed=k) for k in range(9)], 0))
+    check("cat", ([rnd(0, 3), rnd(0, 3)], 0))
+    for dt in (F64, BF16, F16, I64, I32, BOOL):
+        check("cat", ([rnd(2, 3, dtype=dt), rnd(2, 2, dtype=dt, seed=1)], 1))
     for dt in (F32, F64, BF16, F16, I64, I32, BOOL):
         for v in (0, 1, -2.5, 3, 1e30, True):
             if not dt.is_floating_point and isinstance(v, float):

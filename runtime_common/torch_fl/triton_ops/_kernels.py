@@ -1253,6 +1253,50 @@ def pointwise_dense_kernel(out, a, b, c, d, N, V0, V1, V2, V3, P0, P1, P2,
     tl.store(out + lin, _to_odt(res, ODT), mask=mask)
 
 
+# cat_kernel's inputs per launch (CUDA's batched cat copies up to 128 per launch through a
+# parameter struct; eight pointers cover the usual two to four and keep the signature short).
+CAT_INPUTS = 8
+
+
+@triton.jit
+def _cat_pick(i, k: tl.constexpr, x, w, c, src, width, col):
+    """Input k's pointer, width and column when this program copies input k (i == k)."""
+    if i == k:
+        src = x
+        width = w + tl.zeros([], tl.int64)
+        col = c + tl.zeros([], tl.int64)
+    return src, width, col
+
+
+@triton.jit
+def cat_kernel(out, x0, x1, x2, x3, x4, x5, x6, x7, w0, w1, w2, w3, w4, w5, w6, w7,
+               c0, c1, c2, c3, c4, c5, c6, c7, ROWS, OUT_W, N: tl.constexpr, BLOCK: tl.constexpr):
+    """cat of N contiguous inputs of the output's dtype in one launch: input i, seen as
+    [ROWS, w_i], lands in columns [c_i, c_i + w_i) of the contiguous output seen as
+    [ROWS, OUT_W]. Program (p, i) copies elements [p * BLOCK, (p + 1) * BLOCK) of input i."""
+    i = tl.program_id(1)
+    src, width, col = x0, w0 + tl.zeros([], tl.int64), c0 + tl.zeros([], tl.int64)
+    if N > 1:
+        src, width, col = _cat_pick(i, 1, x1, w1, c1, src, width, col)
+    if N > 2:
+        src, width, col = _cat_pick(i, 2, x2, w2, c2, src, width, col)
+    if N > 3:
+        src, width, col = _cat_pick(i, 3, x3, w3, c3, src, width, col)
+    if N > 4:
+        src, width, col = _cat_pick(i, 4, x4, w4, c4, src, width, col)
+    if N > 5:
+        src, width, col = _cat_pick(i, 5, x5, w5, c5, src, width, col)
+    if N > 6:
+        src, width, col = _cat_pick(i, 6, x6, w6, c6, src, width, col)
+    if N > 7:
+        src, width, col = _cat_pick(i, 7, x7, w7, c7, src, width, col)
+    lin = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = lin < ROWS * width
+    row = lin // width
+    v = tl.load(src + lin, mask=mask)
+    tl.store(out + row * OUT_W + col + (lin - row * width), v, mask=mask)
+
+
 @triton.jit(do_not_specialize=['bits'])
 def fill_kernel(out, N, S0, S1, S2, S3, S4, S5, o0, o1, o2, o3, o4, o5, bits,
                 IS_FLOAT: tl.constexpr, ODT: tl.constexpr, BLOCK: tl.constexpr):
