@@ -53,8 +53,10 @@ if has test; then
 fi
 
 if has random; then
-  # Random numbers drawn on the chip (the Triton random family, compiled), through torch's API.
-  TEST_CHIP=nvgpu timeout "${RANDOM_TIMEOUT:-300}" python3 -m pytest --noconftest tests/runtime/test_random_on_chip.py -q \
+  # Random numbers drawn on the chip (the Triton random family, compiled), through torch's API;
+  # scaled_dot_product_attention on the fused vendor kernel (its dropout on the chip's generator).
+  TEST_CHIP=nvgpu timeout "${RANDOM_TIMEOUT:-300}" python3 -m pytest --noconftest tests/runtime/test_random_on_chip.py \
+    tests/runtime/test_attention_on_chip.py -q \
     -p no:cacheprovider -rf 2>&1 | tee "$out/random.log"
   pack
 fi

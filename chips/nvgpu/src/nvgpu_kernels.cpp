@@ -1,12 +1,15 @@
 // The `nvgpu` vendor kernels: ATen CUDA on the chip's memory (see nvgpu_kernels.h).
 #include <nvgpu/nvgpu_kernels.h>
 
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/core/DispatchKeySet.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch_fl/rng.h>
 
 #include <mutex>
 #include <unordered_map>
@@ -303,6 +306,97 @@ Tensor embedding_dense_backward(cudaStream_t stream, const Tensor& grad_output, 
   OnChipStream on(stream);
   return chip(at::embedding_dense_backward(cuda(grad_output), cuda(indices), num_weights, padding_idx,
                                            scale_grad_by_freq));
+}
+
+int64_t fused_sdp_choice(cudaStream_t stream, const Tensor& query, const Tensor& key, const Tensor& value,
+                         const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
+                         std::optional<double> scale, bool enable_gqa) {
+  OnChipStream on(stream);
+  const auto choice = static_cast<sdp::SDPBackend>(at::_fused_sdp_choice(
+      cuda(query), cuda(key), cuda(value), cuda(attn_mask), dropout_p, is_causal, scale, enable_gqa));
+  const auto math = static_cast<int64_t>(sdp::SDPBackend::math);
+  if (choice == sdp::SDPBackend::efficient_attention) return static_cast<int64_t>(choice);
+  if (choice != sdp::SDPBackend::flash_attention || !at::globalContext().userEnabledMemEfficientSDP()) return math;
+  // Flash (CUDA's first choice for half types) is CUDA's alone in torch's composite: memory-
+  // efficient attention serves its calls, except where only flash can: grouped-query heads, and
+  // head sizes it pads (not a multiple of 8).
+  const bool same_heads = query.dim() == 4 && key.size(1) == query.size(1) && value.size(1) == query.size(1);
+  const bool aligned = query.size(-1) % 8 == 0 && value.size(-1) % 8 == 0;
+  return same_heads && aligned ? static_cast<int64_t>(sdp::SDPBackend::efficient_attention) : math;
+}
+
+namespace {
+
+// Memory-efficient attention draws its dropout mask from CUDA's default generator. On the chip
+// it must draw from the chip's (torch.nvgpu.manual_seed, get_rng_state and fork_rng govern it):
+// for the call, CUDA's generator takes the chip generator's seed and Philox offset; then the
+// chip's offset moves past the counters the kernel reserved, and CUDA's generator gets its own
+// state back. (Another thread drawing from either generator meanwhile would interleave, as two
+// threads drawing from one generator do.)
+class DropoutFromChipGenerator {
+ public:
+  DropoutFromChipGenerator(c10::DeviceIndex device, bool draws) : draws_(draws) {
+    if (!draws_) return;
+    chip_ = torch_fl::default_generator(device);
+    cuda_ = at::cuda::detail::getDefaultCUDAGenerator(device);
+    uint64_t seed, offset;
+    {
+      std::lock_guard<std::mutex> lock(chip_.mutex());
+      seed = chip_.current_seed();
+      offset = chip_.get_offset();
+    }
+    offset = (offset + 3) / 4 * 4;  // CUDA's Philox offsets are multiples of 4
+    std::lock_guard<std::mutex> lock(cuda_.mutex());
+    auto* gen = at::check_generator<at::CUDAGeneratorImpl>(cuda_);
+    saved_seed_ = gen->current_seed();
+    saved_offset_ = gen->get_offset();
+    gen->set_current_seed(seed);
+    gen->set_offset(offset);
+  }
+  ~DropoutFromChipGenerator() {
+    if (!draws_) return;
+    uint64_t end;
+    {
+      std::lock_guard<std::mutex> lock(cuda_.mutex());
+      auto* gen = at::check_generator<at::CUDAGeneratorImpl>(cuda_);
+      end = gen->get_offset();
+      gen->set_current_seed(saved_seed_);
+      gen->set_offset(saved_offset_);
+    }
+    std::lock_guard<std::mutex> lock(chip_.mutex());
+    chip_.set_offset(end);
+  }
+  DropoutFromChipGenerator(const DropoutFromChipGenerator&) = delete;
+  DropoutFromChipGenerator& operator=(const DropoutFromChipGenerator&) = delete;
+
+ private:
+  bool draws_;
+  at::Generator chip_, cuda_;
+  uint64_t saved_seed_ = 0, saved_offset_ = 0;
+};
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> efficient_attention(
+    cudaStream_t stream, const Tensor& query, const Tensor& key, const Tensor& value,
+    const std::optional<Tensor>& attn_bias, bool compute_log_sumexp, double dropout_p, bool is_causal,
+    std::optional<double> scale) {
+  OnChipStream on(stream);
+  DropoutFromChipGenerator rng(query.device().index(), dropout_p > 0.0);
+  return chip(at::_scaled_dot_product_efficient_attention(cuda(query), cuda(key), cuda(value), cuda(attn_bias),
+                                                           compute_log_sumexp, dropout_p, is_causal, scale));
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> efficient_attention_backward(
+    cudaStream_t stream, const Tensor& grad_out, const Tensor& query, const Tensor& key, const Tensor& value,
+    const Tensor& attn_bias, const Tensor& out, const Tensor& logsumexp, const Tensor& philox_seed,
+    const Tensor& philox_offset, double dropout_p, std::array<bool, 4> grad_input_mask, bool is_causal,
+    std::optional<double> scale) {
+  OnChipStream on(stream);
+  // The mask is drawn again from the seed and offset the forward saved: no generator here.
+  return chip(at::_scaled_dot_product_efficient_attention_backward(
+      cuda(grad_out), cuda(query), cuda(key), cuda(value), cuda(attn_bias), cuda(out), cuda(logsumexp),
+      cuda(philox_seed), cuda(philox_offset), dropout_p, grad_input_mask, is_causal, scale));
 }
 
 Tensor& copy_(cudaStream_t stream, Tensor& self, const Tensor& src, bool non_blocking) {

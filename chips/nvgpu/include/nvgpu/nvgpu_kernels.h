@@ -91,6 +91,23 @@ Tensor index_select(cudaStream_t stream, const Tensor& self, int64_t dim, const 
 Tensor embedding_dense_backward(cudaStream_t stream, const Tensor& grad_output, const Tensor& indices,
                                 int64_t num_weights, int64_t padding_idx, bool scale_grad_by_freq);
 
+// scaled_dot_product_attention: the fused kernel CUDA's own choice would run, as
+// memory-efficient attention (torch's composite runs flash for CUDA tensors only); 0 (math)
+// where CUDA's answer is not a fused kernel that serves the call. Dropout draws from the chip's
+// generator.
+int64_t fused_sdp_choice(cudaStream_t stream, const Tensor& query, const Tensor& key, const Tensor& value,
+                         const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
+                         std::optional<double> scale, bool enable_gqa);
+std::tuple<Tensor, Tensor, Tensor, Tensor> efficient_attention(
+    cudaStream_t stream, const Tensor& query, const Tensor& key, const Tensor& value,
+    const std::optional<Tensor>& attn_bias, bool compute_log_sumexp, double dropout_p, bool is_causal,
+    std::optional<double> scale);
+std::tuple<Tensor, Tensor, Tensor, Tensor> efficient_attention_backward(
+    cudaStream_t stream, const Tensor& grad_out, const Tensor& query, const Tensor& key, const Tensor& value,
+    const Tensor& attn_bias, const Tensor& out, const Tensor& logsumexp, const Tensor& philox_seed,
+    const Tensor& philox_offset, double dropout_p, std::array<bool, 4> grad_input_mask, bool is_causal,
+    std::optional<double> scale);
+
 // Same-device copy with dtype conversion and arbitrary strides (the runtime's _copy_from).
 Tensor& copy_(cudaStream_t stream, Tensor& self, const Tensor& src, bool non_blocking);
 

@@ -306,6 +306,7 @@ bool convolution_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack
 }  // namespace
 
 void boxed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (answer_attention_choice_without_a_kernel(op, stack)) return;
   const auto& policy = fallback_policy(member_of_call(op, *stack));
   const std::string key = op_key(op.schema().operator_name());
   const auto route = policy.routes.find(key);

@@ -78,6 +78,10 @@ bool strict();
 // The boxed fallback registered for every op without a chip kernel.
 void boxed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// `aten::_fused_sdp_choice` reaching the fallback (the chip has no kernel of its own for it)
+// answers the math decomposition and returns true (attention_choice.cpp); false for other ops.
+bool answer_attention_choice_without_a_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 // A vendor kernel declined the call's dtype (`ops.<op>.dtypes`): the op's chain instead. Its
 // Triton step is the op's Triton kernel registered as `torchfl_<chip>_declined::<op>` (the same
 // schema, torch_fl._triton_route) when the chain starts with triton; then the CPU step.
