@@ -467,6 +467,23 @@ def test_reductions(op):
         check(op, (rnd(3, 4), None, True) if op.startswith("arg") else (rnd(3, 4), [], True))
 
 
+@pytest.mark.parametrize("op", ["sum.dim_IntList", "mean.dim"])
+def test_sum_and_mean_over_leading_dims_read_in_place(op):
+    """Sums over the leading dims of a contiguous tensor (bias gradients: rows are tokens) read
+    the tensor where it lies, their rows split over several programs and summed again when the
+    columns are few: every split, a single row block, column counts under one block, dtypes
+    widened in the kernel (bf16 in float32, int and bool in int64), keepdim, dtype=."""
+    for shape, dims in (((1100, 20), [0]), ((300, 5, 7), [0, 1]), ((9, 3), [0]), ((600, 70), [0]),
+                        ((2500, 2), [0]), ((64, 130), [0])):
+        for dt in (F32, BF16, F64):
+            for keepdim in (False, True):
+                check(op, (rnd(*shape, dtype=dt), dims, keepdim), tol=RED_TOL if dt != BF16 else (2e-2, 2e-2))
+    if op == "sum.dim_IntList":
+        for dt in (I32, I64, BOOL):
+            check(op, (rnd(700, 9, dtype=dt, lo=-3, hi=3), [0]))
+        check(op, (rnd(700, 9, dtype=I32), [0]), {"dtype": F64})
+
+
 def test_prod_full_all_any():
     for x in _red_inputs():
         check("prod", (x * 0.5 + 1.0,), tol=RED_TOL)

@@ -368,6 +368,13 @@ def reduce_dims(x, dim, keepdim, rop, cdtype, odtype, out=None, p=0.0, corr=0.0)
     for d in dims:
         k *= x.shape[d]
     oshape = [1 if d in dims else x.shape[d] for d in range(ndim)] if keepdim else [x.shape[d] for d in kept]
+    if rop in ("sum", "mean") and m > 1 and k > 1 and sorted(dims) == list(range(len(dims))) and x.is_contiguous():
+        res = empty(oshape, odtype, x.device)
+        reduce_leading(x, res, k, m, rop == "mean", cdtype)
+        if out is None:
+            return res
+        resize_out(out, oshape)
+        return copy_into(out, res)
     buf = contig(xp, cdtype)
     res = empty(oshape, odtype, x.device)
     if m > 0:
@@ -379,6 +386,34 @@ def reduce_dims(x, dim, keepdim, rop, cdtype, odtype, out=None, p=0.0, corr=0.0)
         return res
     resize_out(out, oshape)
     return copy_into(out, res)
+
+
+# Programs a leading-dim reduction aims for: a few per multiprocessor of a large GPU, so a
+# (tokens, features) bias gradient with few feature blocks still fills the device.
+_LEADING_PROGRAMS = 512
+
+
+def reduce_leading(x, res, k, m, mean, cdtype):
+    """Sum (or mean) over the leading k rows of contiguous x seen as (k, m), into res (m
+    elements), reading x where it lies: no transposed copy. Rows are split over several
+    programs when the columns alone are too few to fill the device; their partial sums (in the
+    compute dtype) are summed by a second launch."""
+    bk, bm = 32, 64 if m >= 64 else max(16, next_power_of_2(m))
+    blocks = cdiv(m, bm)
+    split = max(1, min(cdiv(k, bk * 4), _LEADING_PROGRAMS // blocks))
+    per = cdiv(cdiv(k, split), bk) * bk
+    split = cdiv(k, per)
+    cdt = compute_code(cdtype)
+    if split == 1:
+        K.reduce_leading_kernel[(blocks, 1)](x, res, k, m, per, k, MEAN=mean, CDT=cdt, ODT=dtype_code(res.dtype),
+                                             BLOCK_K=bk, BLOCK_M=bm)
+        return
+    partial = empty((split, m), cdtype, x.device)
+    K.reduce_leading_kernel[(blocks, split)](x, partial, k, m, per, k, MEAN=False, CDT=cdt, ODT=dtype_code(cdtype),
+                                             BLOCK_K=bk, BLOCK_M=bm)
+    per2 = cdiv(split, bk) * bk
+    K.reduce_leading_kernel[(blocks, 1)](partial, res, split, m, per2, k, MEAN=mean, CDT=cdt,
+                                         ODT=dtype_code(res.dtype), BLOCK_K=bk, BLOCK_M=bm)
 
 
 # ---------------------------------------------------------------- rows ----

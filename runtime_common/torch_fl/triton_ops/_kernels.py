@@ -1347,6 +1347,28 @@ RED_ID: dict[str, int] = {name[2:].lower(): value.value for name, value in list(
 
 
 @triton.jit
+def reduce_leading_kernel(x, out, K, M, K_PER, K_TOTAL, MEAN: tl.constexpr, CDT: tl.constexpr, ODT: tl.constexpr,
+                          BLOCK_K: tl.constexpr, BLOCK_M: tl.constexpr):
+    """Sum over the leading dim of a contiguous (K, M) tensor read in place, in any dtype, summed
+    in the compute dtype (a bias gradient: rows are tokens). Program (j, s) sums rows
+    [s * K_PER, (s + 1) * K_PER) of columns [j * BLOCK_M, (j + 1) * BLOCK_M) into row s of out
+    (M wide): each row's load is contiguous. MEAN divides by K_TOTAL."""
+    cols = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cmask = cols < M
+    start = tl.program_id(1).to(tl.int64) * K_PER
+    acc = _to_cdt(tl.zeros([BLOCK_K, BLOCK_M], dtype=tl.int32), CDT)
+    for k0 in range(0, K_PER, BLOCK_K):
+        rows = start + k0 + tl.arange(0, BLOCK_K)
+        m2 = (rows < K)[:, None] & cmask[None, :]
+        v = tl.load(x + rows[:, None] * M + cols[None, :], mask=m2, other=0)
+        acc += _to_cdt(v, CDT)
+    res = tl.sum(acc, axis=0)
+    if MEAN:
+        res = res / K_TOTAL
+    tl.store(out + tl.program_id(1).to(tl.int64) * M + cols, _to_odt(res, ODT), mask=cmask)
+
+
+@triton.jit
 def reduce_kernel(x, out, M, K, p, corr, OP: tl.constexpr, CDT: tl.constexpr, ODT: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     """Reduce each row of a contiguous (M, K) buffer (already in the compute dtype)."""
