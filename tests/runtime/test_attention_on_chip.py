@@ -113,8 +113,8 @@ def test_fused_attention_matches_native_cudas_kernel(dtype):
 
 @needs_fused
 def test_fused_attention_dropout_draws_from_the_chip_generator():
-    """Attention dropout on the chip: the same chip seed gives the same output and gradients,
-    another gives another; CUDA's own generator is left where it was; the chip's offset moves on
+    """Attention dropout on the chip: the same chip seed gives the same output (and gradients,
+    up to the order of the backward's sums), another gives another; CUDA's own generator is left where it was; the chip's offset moves on
     (two calls draw different masks); about 1 - p of the probability mass is kept."""
     q, k, v = qkv(torch.float32, lq=64, lk=64, d=32)
 
@@ -129,8 +129,9 @@ def test_fused_attention_dropout_draws_from_the_chip_generator():
     cuda_state = torch.cuda.get_rng_state()
     first, second, other = run(7), run(7), run(8)
     assert torch.equal(torch.cuda.get_rng_state(), cuda_state)
-    for a, b in zip(first, second):
-        assert torch.equal(a, b)
+    assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
+    for a, b in zip(first[2:], second[2:]):   # the same masks; the kernel's backward sums in any order
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
     assert not torch.equal(first[0], other[0])
     assert not torch.equal(first[0], first[1])
     # With v = 1 everywhere, each output is the kept probability mass scaled by 1 / (1 - p).
