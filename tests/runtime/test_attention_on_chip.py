@@ -80,7 +80,7 @@ def test_attention_forward_and_backward_match_the_cpu(case, dtype):
         out = F.scaled_dot_product_attention(*chip, **{**options, **({"attn_mask": mask.to(CHIP)} if mask is not None
                                                                       else {})})
         out.backward(grad.to(CHIP))
-    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
+    tol = dict(rtol=3e-2, atol=5e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(out.cpu().double(), expected.detach(), **tol)
     for got, want in zip(chip, ref):
         torch.testing.assert_close(got.grad.cpu().double(), want.grad, **tol)
