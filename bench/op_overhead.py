@@ -46,6 +46,10 @@ def _ops():
         "arange": (lambda d: d, lambda d: torch.arange(256, device=d)),
         "dropout (random)": (tensors, lambda s: torch.nn.functional.dropout(s[0], 0.1, training=True)),
         "to bfloat16 (autocast's _to_copy)": (tensors, lambda s: s[0].to(torch.bfloat16)),
+        # attention: the chip's fused kernel where its spec has one, else the math decomposition
+        "scaled_dot_product_attention (causal)": (
+            lambda d: [torch.rand(1, 2, 16, 16, device=d) for _ in range(3)],
+            lambda s: torch.nn.functional.scaled_dot_product_attention(*s, is_causal=True)),
         # one foreach call over 64 parameters, as SGD makes it (per call, not per tensor)
         "_foreach_add_ of 64 tensors": (lambda d: ([torch.rand(16, 16, device=d) for _ in range(64)],
                                                    [torch.rand(16, 16, device=d) for _ in range(64)]),
