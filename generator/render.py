@@ -184,7 +184,9 @@ def cpp_call(head: str, args, before: str = "", indent: str = "") -> str:
     return f"{head}(\n" + ",\n".join(f"{indent}    {a}" for a in args) + ")"
 
 
-def vendor_wrappers(spec: ChipSpec) -> list[VendorWrapper]:
+def vendor_wrappers(spec: ChipSpec, spec_source: str) -> list[VendorWrapper]:
+    """The wrappers ops.cpp emits; `spec_source` is how generated text names the spec (the same
+    wherever the generator runs: spec_source_for)."""
     wrappers = []
     assert spec.kernels is not None or not spec.vendor_ops
     for op in spec.vendor_ops:
@@ -211,7 +213,7 @@ def vendor_wrappers(spec: ChipSpec) -> list[VendorWrapper]:
             else:
                 declined = cpp_call("TORCH_CHECK_NOT_IMPLEMENTED", [
                     "false", cpp_string(f"aten::{op.name} on chip '{spec.chip.name}': its vendor kernel "
-                                        f"{op.kernel} computes in {', '.join(op.dtypes)} ({spec.source_display}:"
+                                        f"{op.kernel} computes in {', '.join(op.dtypes)} ({spec_source}:"
                                         f"{op.line}), not "), f"{dtype_arg}.scalar_type()",
                     cpp_string(", and the op has no fallback chain; give it one there: `fallback: [cpu]`")],
                     before="    ", indent="    ") + ";"
@@ -435,12 +437,13 @@ def render_composite(spec: CompositeSpec, output_dir: Path) -> dict[str, str]:
     source = spec_source_for(spec.source, output_dir)
     members = []
     for index, member in enumerate(spec.members):
-        wrappers = vendor_wrappers(member)
+        member_source = spec_source_for(member.source, output_dir)
+        wrappers = vendor_wrappers(member, member_source)
         members.append({
             "index": index,
             "spec": member,
             "chip": member.chip,
-            "spec_source": spec_source_for(member.source, output_dir),
+            "spec_source": member_source,
             "wrappers": wrappers,
             "copy_wrapper": next((w for w in wrappers if w.op.name == "copy_"), None),
             "missing_notes": [(f"{member.kernels.namespace}::{w.op.kernel}", cpp_call("torch_fl::note_missing_kernel", [
@@ -522,10 +525,10 @@ def _chip_context(spec: ChipSpec, output_dir: Path) -> dict:
         "build_command": f"torchfl-gen build {source}" + (
             f" --driver-version {spec.driver.version}" if spec.driver.version != spec.driver.default_version else ""),
         "package_version": f"{__version__}+driver{spec.driver.version}",
-        "wrappers": vendor_wrappers(spec),
+        "wrappers": vendor_wrappers(spec, source),
         "dtype_enum": DTYPE_ENUM,
         "amp_kernels": amp_kernels(spec),
-        "copy_wrapper": next((w for w in vendor_wrappers(spec) if w.op.name == "copy_"), None),
+        "copy_wrapper": next((w for w in vendor_wrappers(spec, source) if w.op.name == "copy_"), None),
         "default_route": route_literal(spec.default_route),
         "paths": {
             "kernel_include_dirs": [_relpath(p, output_dir) for p in (spec.kernels.include_dirs if spec.kernels else ())],

@@ -1029,7 +1029,8 @@ def test_a_kernel_dtype_list_routes_other_dtypes_to_the_chain_or_a_located_error
     the spec line; the package's KERNEL_DTYPES lists them for the runtime."""
     text = edit(("  relu_: {kernel: relu_}", "  relu_: {kernel: relu_, dtypes: [float32, float16]}"))
     spec = tree_spec(tmp_path / "root", text)
-    files = render(spec, tmp_path / "out")
+    # The error names the spec as generated files do, whatever the current directory.
+    files = render(spec, tmp_path / "root" / "generated" / "npu")
     ops_cpp, spec_py = files["csrc/ops.cpp"], files["torch_fl_npu/spec.py"]
     line = text.splitlines().index("  relu_: {kernel: relu_, dtypes: [float32, float16]}") + 1
     relu_ = ops_cpp[ops_cpp.index("relu__vendor("):]
