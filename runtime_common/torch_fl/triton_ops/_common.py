@@ -368,16 +368,11 @@ def reduce_dims(x, dim, keepdim, rop, cdtype, odtype, out=None, p=0.0, corr=0.0)
     for d in dims:
         k *= x.shape[d]
     oshape = [1 if d in dims else x.shape[d] for d in range(ndim)] if keepdim else [x.shape[d] for d in kept]
-    if rop in ("sum", "mean") and m > 1 and k > 1 and sorted(dims) == list(range(len(dims))) and x.is_contiguous():
-        res = empty(oshape, odtype, x.device)
-        reduce_leading(x, res, k, m, rop == "mean", cdtype)
-        if out is None:
-            return res
-        resize_out(out, oshape)
-        return copy_into(out, res)
-    buf = contig(xp, cdtype)
     res = empty(oshape, odtype, x.device)
-    if m > 0:
+    if rop in ("sum", "mean") and m > 1 and k > 1 and sorted(dims) == list(range(len(dims))) and x.is_contiguous():
+        reduce_leading(x, res, k, m, rop == "mean", cdtype)
+    elif m > 0:
+        buf = contig(xp, cdtype)
         bk = min(max(next_power_of_2(max(k, 1)), 16), 256)
         bm = max(1, min(next_power_of_2(m), 4096 // bk))
         K.reduce_kernel[(cdiv(m, bm),)](buf, res, m, k, float(p), float(corr), OP=K.RED_ID[rop],
