@@ -67,11 +67,13 @@ def replayable_foreach(op: str) -> bool:
 # or linalg (autotuned launches, the matmul precision flags), fft or complex (compositions of
 # other chip ops).
 PROGRAM_FAMILIES = ("reductions", "softmax_norm", "rnn", "creation", "nn", "index", "gather", "select", "special",
-                    "random")
+                    "random", "attention")
 
 
 def replayable_program(op: str) -> bool:
-    """Ops of PROGRAM_FAMILIES whose returns are tensors (at most 8; `equal` returns a bool)."""
+    """Ops of PROGRAM_FAMILIES whose returns are tensors and integers (at most 12, as
+    triton_program_launch.cpp keeps; `equal` returns a bool). An integer return (attention's
+    max_q) is replayed as recorded: the family's kernels return only sizes the key holds."""
     from .triton_ops import _FAMILY_OF
 
     if _FAMILY_OF.get(op) not in PROGRAM_FAMILIES:
@@ -80,7 +82,7 @@ def replayable_program(op: str) -> bool:
 
     name, _, overload = op.partition(".")
     schema = torch._C._get_schema("aten::" + name, overload)
-    return len(schema.returns) <= 8 and all(str(r.type) == "Tensor" for r in schema.returns)
+    return len(schema.returns) <= 12 and all(str(r.type) in ("Tensor", "SymInt", "int") for r in schema.returns)
 
 
 def front(chip: str, ops: Iterable[str], backend, kernel_of: Callable[[str], Callable]):

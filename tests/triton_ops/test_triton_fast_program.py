@@ -197,6 +197,19 @@ def kernel_of(op):
         launch(SCALE, SCALE_SIG, 1, out, x, x.numel(), float(factor))
         return out
 
+    def attention(q, k, v, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+        # as the attention family returns: tensors, undefined tensors, sizes; no dropout: no counters
+        python_calls.append(op)
+        seed, offset = _random.philox_seed_offset(None, q.device, 0)
+        lse = torch.empty(q.shape[:-1], device=q.device)
+        launch(COUNTER, COUNTER_SIG, 1, lse, lse.numel(), seed & 0xFFFFFFFF, seed >> 32, offset)
+        out = torch.empty(q.shape, device=q.device)
+        launch(SCALE, SCALE_SIG, 1, out, q, q.numel(), 2.0)
+        seed_out, offset_out = (torch.empty((), dtype=torch.int64, device=q.device) for _ in range(2))
+        return out, lse, None, None, q.shape[-2], k.shape[-2], seed_out, offset_out, None
+
+    if op == "_scaled_dot_product_fused_attention_overrideable":
+        return attention
     if op == "mul.Tensor":
         return scaled
     if op == "native_dropout":
@@ -212,7 +225,7 @@ def kernel_of(op):
     return twice_row_sums
 
 ops = ["sum.dim_IntList", "mean.dim", "amax", "prod.dim_int", "tril_", "cat", "native_dropout", "arange.start_out",
-       "equal", "mul.Tensor"]
+       "equal", "mul.Tensor", "_scaled_dot_product_fused_attention_overrideable"]
 fronted, libraries, why = _triton_fast.front("npu", ops, C, kernel_of)
 result = {"fronted": sorted(fronted), "why": why}
 
@@ -269,6 +282,13 @@ whole = torch.arange(4 * 48.0).view(4, 3, 16)
 products = [big[i] * f for f in (3.0, torch.tensor(4.0)) for i in (1, 2, 3)]
 checks["strided_pointwise"] = all(torch.equal(host(p), whole[i] * f)
                                   for p, (f, i) in zip(products, [(f, i) for f in (3.0, 4.0) for i in (1, 2, 3)]))
+queries, keys = torch.arange(24.0).view(1, 2, 3, 4), torch.ones(1, 2, 5, 4)
+attended = [torch.ops.aten._scaled_dot_product_fused_attention_overrideable(queries.to("npu"), keys.to("npu"),
+                                                                            keys.to("npu")) for _ in range(3)]
+# nine returns (the tensors' own, undefined ones as None, the two sizes) on every call, replays too
+checks["int_and_undefined_returns"] = all(
+    torch.equal(host(a[0]), 2 * queries) and a[2] is None and a[3] is None and a[8] is None and a[4:6] == (3, 5)
+    and a[1].shape == (1, 2, 3) and a[6].dtype == torch.int64 for a in attended)
 result["checks"] = checks
 result["stats"] = {k: v for k, v in C._fast_triton_stats().items() if k in ops}
 result["voids"] = C._fast_program_voids()
@@ -296,10 +316,12 @@ def test_npu_program_replay_from_cpp_through_the_dispatcher(stand_in_driver):
     repeat after manual_seed; a seed Triton would type otherwise goes to Python once); one
     resizing its `out=` argument first is replayed resizing the call's own; a pointwise op whose
     call was not one dense launch goes to a program replay (a host scalar's value in its key);
-    `equal` (a bool) is not fronted."""
+    an op returning integers and undefined tensors beside its tensors (attention's nine returns)
+    is replayed with them; `equal` (a bool) is not fronted."""
     r = run_with_stand_in_driver(REPLAY_SCRIPT, stand_in_driver)
-    assert r["fronted"] == ["amax", "arange.start_out", "cat", "mean.dim", "mul.Tensor", "native_dropout",
-                            "prod.dim_int", "sum.dim_IntList", "tril_"], r["why"]
+    assert r["fronted"] == ["_scaled_dot_product_fused_attention_overrideable", "amax", "arange.start_out", "cat",
+                            "mean.dim", "mul.Tensor", "native_dropout", "prod.dim_int", "sum.dim_IntList",
+                            "tril_"], r["why"]
     checks = r["checks"]
     assert checks.pop("keepdim") == [[3, 1], True]
     assert checks.pop("other_shape") == [True, True]
@@ -318,9 +340,12 @@ def test_npu_program_replay_from_cpp_through_the_dispatcher(stand_in_driver):
         # per factor: the pointwise kernel's Python call (not one dense launch), the program
         # replay's recording, then a replay
         "mul.Tensor": {"replayed": 2, "to_python": 4, "recipes": 2},
+        # integer and undefined returns, nine in all
+        "_scaled_dot_product_fused_attention_overrideable": {"replayed": 2, "to_python": 1, "recipes": 1},
     }, r["stats"]
     assert r["python_calls"] == {"sum.dim_IntList": 3, "mean.dim": 4, "amax": 3, "prod.dim_int": 3, "tril_": 1,
-                                 "cat": 1, "native_dropout": 2, "arange.start_out": 1, "mul.Tensor": 4}
+                                 "cat": 1, "native_dropout": 2, "arange.start_out": 1, "mul.Tensor": 4,
+                                 "_scaled_dot_product_fused_attention_overrideable": 1}
     assert r["voids"] == {
         "mean.dim": {"the Python kernel ran aten::abs, which a replay would not run": 1},
         "amax": {"a Triton launch not made through FastKernel (autotuned, or an unwrapped JITFunction)": 1},

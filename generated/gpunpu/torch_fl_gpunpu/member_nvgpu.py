@@ -226,6 +226,8 @@ ROUTES = {
     '_prelu_kernel_backward': (None, ('triton', 'cpu'), True, None, 'triton'),
     '_scaled_dot_product_efficient_attention': ('efficient_attention', (), False, 99, 'vendor'),
     '_scaled_dot_product_efficient_attention_backward': ('efficient_attention_backward', (), False, 100, 'vendor'),
+    '_scaled_dot_product_fused_attention_overrideable': (None, ('triton', 'cpu'), True, None, 'triton'),
+    '_scaled_dot_product_fused_attention_overrideable_backward': (None, ('triton', 'cpu'), True, None, 'triton'),
     '_softmax': ('softmax', (), False, 86, 'vendor'),
     '_softmax.out': (None, ('triton', 'cpu'), True, None, 'triton'),
     '_softmax_backward_data': ('softmax_backward', (), False, 87, 'vendor'),

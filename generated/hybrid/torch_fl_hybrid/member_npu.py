@@ -120,6 +120,8 @@ ROUTES = {
     '_native_batch_norm_legit.no_stats': (None, ('triton', 'cpu'), True, None, 'triton'),
     '_prelu_kernel': (None, ('triton', 'cpu'), True, None, 'triton'),
     '_prelu_kernel_backward': (None, ('triton', 'cpu'), True, None, 'triton'),
+    '_scaled_dot_product_fused_attention_overrideable': (None, ('triton', 'cpu'), True, None, 'triton'),
+    '_scaled_dot_product_fused_attention_overrideable_backward': (None, ('triton', 'cpu'), True, None, 'triton'),
     '_softmax': (None, ('triton', 'cpu'), True, None, 'triton'),
     '_softmax.out': (None, ('triton', 'cpu'), True, None, 'triton'),
     '_softmax_backward_data': (None, ('triton', 'cpu'), True, None, 'triton'),

@@ -318,6 +318,67 @@ def shape_of(operands):
     return tuple(shape)
 
 
+def result_strides(shape, operands):
+    """The strides of a pointwise result of `shape`, laid out as TensorIterator lays out a new
+    output (TensorIterator::reorder_dimensions): dims ordered by the operands' strides, the
+    first operand that orders a pair deciding it, broadcast (stride 0) dims left undecided,
+    equal strides ordered by size. So a result follows its inputs' layout (a transposed input
+    gives a transposed result, as on the CPU and CUDA, and as torch's meta functions say:
+    compiled graphs view results as those say). None: contiguous."""
+    ndim = len(shape)
+    layouts = []
+    for o in operands:
+        if isinstance(o, torch.Tensor) and o.dim():
+            if o.is_contiguous() and tuple(o.shape) == tuple(shape):
+                if not layouts:
+                    return None  # the first operand is contiguous of the result's shape: so is the result
+                continue
+            strides = [0] * ndim  # 0: a dim the operand broadcasts (missing, or 1 against more)
+            for d, (size, stride) in enumerate(zip(reversed(o.shape), reversed(o.stride()))):
+                strides[ndim - 1 - d] = 0 if size == 1 and shape[ndim - 1 - d] != 1 else stride
+            layouts.append(strides)
+    if not layouts or ndim < 2:
+        return None
+
+    def should_swap(dim0, dim1):  # 1: dim0 goes outside dim1; -1: inside; 0: undecided
+        for strides in layouts:
+            s0, s1 = strides[dim0], strides[dim1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 != s1:
+                return -1 if s0 < s1 else 1
+            if shape[dim0] > shape[dim1]:
+                return 1
+        return 0
+
+    perm = list(range(ndim - 1, -1, -1))  # innermost first
+    for i in range(1, ndim):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            comparison = should_swap(perm[dim0], perm[dim1])
+            if comparison > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif comparison < 0:
+                break
+    if perm == list(range(ndim - 1, -1, -1)):
+        return None
+    result = [0] * ndim
+    stride = 1
+    for d in perm:
+        result[d] = stride
+        stride *= max(shape[d], 1)
+    return result
+
+
+def empty_result(shape, dtype, device, operands):
+    """A new pointwise result, laid out as `result_strides` says."""
+    strides = result_strides(shape, operands)
+    if strides is None:
+        return empty(shape, dtype, device)
+    return torch.empty_strided(tuple(shape), strides, dtype=dtype, device=device)
+
+
 # Pointwise "ops" whose result does not depend on the values: a fill instead of a launch.
 FILLS = {"fill_one": 1, "fill_zero": 0}
 

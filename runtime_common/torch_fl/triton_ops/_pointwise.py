@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple
 import torch
 
 from . import Unsupported
-from ._common import (DTYPE_CODES, FILLS, compute_code, device_of, empty, fill_into, float_of, is_float,
+from ._common import (DTYPE_CODES, FILLS, compute_code, device_of, empty, empty_result, fill_into, float_of, is_float,
                       launch_pointwise, promote, resize_out, shape_of)
 
 
@@ -24,9 +24,9 @@ def _pw_run(prep, args, kwargs, mode, out=None):
     shape = shape_of(operands)
     if mode == "func":
         dev = device_of(*operands)
+        out = empty_result(shape, rdt, dev, operands)
         if op in FILLS:
-            return fill_into(empty(shape, rdt, dev), FILLS[op])
-        out = empty(shape, rdt, dev)
+            return fill_into(out, FILLS[op])
     elif mode == "inplace":
         out = args[0]
         if tuple(shape) != tuple(out.shape):

@@ -90,7 +90,9 @@ Tensor alloc(at::IntArrayRef sizes, at::ScalarType dtype, const Tensor& like, at
 }
 
 Tensor alloc_like_meta(const Tensor& m, const Tensor& like) {
-  return alloc(m.sizes(), m.scalar_type(), like, m.suggest_memory_format());
+  // The meta run's own strides: a result laid out as ATen lays it out (a transposed input gives
+  // a transposed result), which torch's fake tensors, and so compiled graphs, expect.
+  return at::empty_strided(m.sizes(), m.strides(), like.options().dtype(m.scalar_type()));
 }
 
 const Tensor& check_devices(const char* op, std::initializer_list<const Tensor*> ts,

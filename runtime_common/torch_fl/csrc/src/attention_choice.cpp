@@ -3,42 +3,135 @@
 // torch's composite asks a DispatchStub (`_fused_sdp_choice_stub`, keyed on the device type),
 // not the `aten::_fused_sdp_choice` operator; unregistered, PrivateUse1 always gets the math
 // decomposition (a bmm, a materialised mask, softmax, dropout and a bmm, each over the whole
-// [batch, heads, queries, keys] score matrix, where CUDA runs one fused kernel). The stub asks the
-// operator instead, so a chip whose spec gives `_fused_sdp_choice` a vendor kernel decides per
-// call, and its answer's kernels (`_scaled_dot_product_efficient_attention` and its backward,
-// or `_scaled_dot_product_fused_attention_overrideable`) run where its spec routes them. The
-// flash answer is CUDA's own: torch's composite runs the CPU's flash kernel for any other device.
+// [batch, heads, queries, keys] score matrix, where CUDA runs one fused kernel). The stub:
+//   - a chip whose spec gives `_fused_sdp_choice` a vendor kernel: asks it, per call; its
+//     answer's kernels (`_scaled_dot_product_efficient_attention` and its backward, ...) run
+//     where the spec routes them. A flash answer is CUDA's own: torch's composite runs the
+//     CPU's flash kernel for any other device, so it becomes math.
+//   - any other chip: torch's overrideable fused attention
+//     (`_scaled_dot_product_fused_attention_overrideable`, the entry point torch keeps for
+//     out-of-tree devices) where the chip has a kernel for it (the Triton `attention` family,
+//     or a vendor's) and the call is within what such a kernel takes (`fused_attention_fits`);
+//     else math.
+// torch's switches (`torch.nn.attention.sdpa_kernel`, `torch.backends.cuda.enable_math_sdp`)
+// apply: a call with every backend the chip has switched off is refused by name, as on CUDA.
 #include <torch_fl/fallback.h>
 
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/native/transformers/sdp_utils_cpp.h>
 
+#include <array>
+#include <string>
+
 namespace torch_fl {
 
-bool answer_attention_choice_without_a_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  static const c10::OperatorName choice{"aten::_fused_sdp_choice", ""};
-  if (op.schema().operator_name() != choice) return false;
-  // No kernel of the chip answered: it has no fused attention. The CPU's answer would name a
-  // CPU kernel the chip lacks, so the math decomposition (on the chip's own kernels).
-  torch::jit::drop(*stack, op.schema().arguments().size());
-  torch::jit::push(*stack, static_cast<int64_t>(sdp::SDPBackend::math));
-  return true;
+namespace {
+
+constexpr int64_t kMath = static_cast<int64_t>(sdp::SDPBackend::math);
+constexpr int64_t kOverrideable = static_cast<int64_t>(sdp::SDPBackend::overrideable);
+// The largest head size (query/key and value) an overrideable kernel is asked to take: the
+// Triton family's blocks hold a whole head in registers (triton_ops/_attention.py).
+constexpr int64_t kMaxHeadSize = 256;
+
+bool chip_has_kernel(const char* name) {
+  const auto handle = c10::Dispatcher::singleton().findOp({name, ""});
+  return handle.has_value() && handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
 }
 
-namespace {
+// A mask dim that broadcasts to `full`: equal, or 1 (sizes known without guarding on them).
+bool broadcasts(const c10::SymInt& dim, const c10::SymInt& full) {
+  if (TORCH_STATICALLY_KNOWN_TRUE(dim == full)) return true;
+  const auto size = dim.maybe_as_int();
+  return size.has_value() && *size == 1;
+}
+
+// Why a call is outside what a chip's overrideable attention kernel takes, or "" when it is
+// within: dense 4-d query, key and value of one floating dtype (float32, float16, bfloat16),
+// equal batch and head counts (grouped-query heads take math, which repeats them), non-empty
+// sequences, equal query and key head sizes, head sizes up to kMaxHeadSize, and a mask of at
+// most 4 dims that broadcasts to [batch, heads, queries, keys] (any floating dtype; a boolean
+// one reaches the kernel as an additive mask). A mask that requires grad is taken.
+std::string outside_fused_attention(const sdp::sdp_params& p) {
+  const at::Tensor& q = p.query;
+  const at::Tensor& k = p.key;
+  const at::Tensor& v = p.value;
+  if (q.is_nested() || k.is_nested() || v.is_nested()) return "nested tensors";
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return "query, key and value not all 4-d";
+  const auto dtype = q.scalar_type();
+  if ((dtype != at::kFloat && dtype != at::kHalf && dtype != at::kBFloat16) || k.scalar_type() != dtype ||
+      v.scalar_type() != dtype) {
+    return "dtypes other than one of float32, float16, bfloat16";
+  }
+  if (q.sym_size(0) != k.sym_size(0) || q.sym_size(0) != v.sym_size(0)) return "unequal batch sizes";
+  if (q.sym_size(1) != k.sym_size(1) || q.sym_size(1) != v.sym_size(1)) return "unequal head counts";
+  if (k.sym_size(2) != v.sym_size(2)) return "key and value of unequal lengths";
+  if (q.sym_size(2) == 0 || k.sym_size(2) == 0) return "an empty sequence";
+  if (q.sym_size(3) != k.sym_size(3)) return "query and key head sizes unequal";
+  if (q.sym_size(3) == 0 || v.sym_size(3) == 0 || q.sym_size(3) > kMaxHeadSize || v.sym_size(3) > kMaxHeadSize) {
+    return "a head size outside 1.." + std::to_string(kMaxHeadSize);
+  }
+  if (p.attn_mask.has_value()) {
+    const at::Tensor& mask = *p.attn_mask;
+    if (mask.is_nested() || mask.dim() > 4 || (mask.scalar_type() != at::kBool && !mask.is_floating_point())) {
+      return "a mask that is not a boolean or floating tensor of at most 4 dims";
+    }
+    const std::array<c10::SymInt, 4> full{q.sym_size(0), q.sym_size(1), q.sym_size(2), k.sym_size(2)};
+    for (int64_t d = 1; d <= mask.dim(); ++d) {
+      if (!broadcasts(mask.sym_size(-d), full[4 - d])) return "a mask that does not broadcast to the scores";
+    }
+  }
+  return "";
+}
+
+// The choice of a chip without a vendor kernel for `_fused_sdp_choice`.
+int64_t choice_without_a_vendor_kernel(const sdp::sdp_params& params) {
+  const auto& context = at::globalContext();
+  std::string why = "no kernel for _scaled_dot_product_fused_attention_overrideable";
+  if (chip_has_kernel("aten::_scaled_dot_product_fused_attention_overrideable")) {
+    why = outside_fused_attention(params);
+    if (why.empty()) {
+      if (context.userEnabledOverrideableSDP()) return kOverrideable;
+      why = "switched off (SDPBackend.OVERRIDEABLE)";
+    }
+  }
+  TORCH_CHECK(context.userEnabledMathSDP(), "scaled_dot_product_attention on ", params.query.device(),
+              ": no backend left. The math decomposition is switched off (torch.nn.attention.sdpa_kernel or "
+              "torch.backends.cuda.enable_math_sdp), and the chip's fused attention does not apply: ", why, ".");
+  return kMath;
+}
 
 int64_t chip_attention_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                               const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
                               std::optional<double> scale, bool enable_gqa) {
-  const int64_t choice =
-      at::_fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
-  // Flash on a device other than CUDA is the CPU's kernel in torch's composite: never the chip's.
-  return choice == static_cast<int64_t>(sdp::SDPBackend::flash_attention)
-             ? static_cast<int64_t>(sdp::SDPBackend::math) : choice;
+  if (chip_has_kernel("aten::_fused_sdp_choice")) {
+    const int64_t choice =
+        at::_fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+    // Flash on a device other than CUDA is the CPU's kernel in torch's composite: never the chip's.
+    return choice == static_cast<int64_t>(sdp::SDPBackend::flash_attention) ? kMath : choice;
+  }
+  return choice_without_a_vendor_kernel({query, key, value, attn_mask, dropout_p, is_causal, enable_gqa});
 }
 
 }  // namespace
+
+bool answer_attention_choice_without_a_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  static const c10::OperatorName choice{"aten::_fused_sdp_choice", ""};
+  if (op.schema().operator_name() != choice) return false;
+  // aten::_fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, *, scale, enable_gqa)
+  const size_t count = op.schema().arguments().size();
+  auto args = torch::jit::last(*stack, count);
+  const auto mask = args[3].toOptional<at::Tensor>();
+  const int64_t answer = choice_without_a_vendor_kernel(
+      {args[0].toTensor(), args[1].toTensor(), args[2].toTensor(), mask, args[4].toDouble(), args[5].toBool(),
+       args[7].toBool()});
+  torch::jit::drop(*stack, count);
+  torch::jit::push(*stack, answer);
+  return true;
+}
+
 }  // namespace torch_fl
 
 namespace at::native {

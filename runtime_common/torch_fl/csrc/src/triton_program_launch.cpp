@@ -54,8 +54,9 @@ namespace {
 
 using replay::KeyWriter;
 
-constexpr size_t kMaxParams = 48;
+constexpr size_t kMaxParams = 64;  // attention's backward takes 49 (with Triton's scratch pointers)
 constexpr size_t kMaxLaunches = 16;
+constexpr size_t kMaxReturns = 12;
 constexpr size_t kMaxRecipesPerOp = 512;
 constexpr const char* kNotCurrentDevice = "the tensors are not on the current device";
 
@@ -229,8 +230,10 @@ struct Allocation {
 };
 
 struct Output {
-  enum Kind : uint8_t { kUndefined, kArgument, kAllocation, kAllocationView } kind = kUndefined;
+  // kInteger: an int return (attention's max_q, max_k), a function of the key's sizes: `value`.
+  enum Kind : uint8_t { kUndefined, kArgument, kAllocation, kAllocationView, kInteger } kind = kUndefined;
   int index = 0;
+  int64_t value = 0;
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
   int64_t storage_offset = 0;
@@ -522,9 +525,15 @@ class FastProgramKernel final : public c10::OperatorKernel {
     }
     for (size_t i = 0; i < nreturns; ++i) {
       const c10::IValue& value = stack[first + i];
+      Output out;
+      if (value.isInt()) {
+        out.kind = Output::kInteger;
+        out.value = value.toInt();
+        program->outputs.push_back(std::move(out));
+        continue;
+      }
       if (!value.isTensor()) return nullptr;
       const at::Tensor& t = value.toTensor();
-      Output out;
       if (t.defined()) {
         for (size_t a = 0; a < call->arguments.size() && out.kind == Output::kUndefined; ++a) {
           if (call->arguments[a].unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
@@ -610,11 +619,15 @@ class FastProgramKernel final : public c10::OperatorKernel {
       launch_compiled_kernel_grid(op_, launch.function, launch.grid, launch.threads, launch.shared_bytes, stream,
                                   params.data());
     }
-    std::array<at::Tensor, 8> outputs;
+    std::array<c10::IValue, kMaxReturns> outputs;
     for (size_t i = 0; i < program.outputs.size(); ++i) {
       const Output& out = program.outputs[i];
       switch (out.kind) {
         case Output::kUndefined:
+          outputs[i] = at::Tensor();
+          break;
+        case Output::kInteger:
+          outputs[i] = out.value;
           break;
         case Output::kArgument:
           outputs[i] = *slots.tensors[out.index];
@@ -653,7 +666,7 @@ BoxedCall program_replay(const std::string& name, const std::string& overload, c
 
 void register_fast_program_op(const std::string& name, const std::string& overload, const std::string& mirror) {
   const auto& returns = c10::Dispatcher::singleton().findSchemaOrThrow(mirror.c_str(), "").schema().returns();
-  TORCH_CHECK(returns.size() <= 8, "torch_fl: ", name, " returns more tensors than a program replay keeps");
+  TORCH_CHECK(returns.size() <= kMaxReturns, "torch_fl: ", name, " returns more values than a program replay keeps");
   replay::FrontedKernels<FastProgramKernel>::instance().front(name, overload, mirror);
 }
 

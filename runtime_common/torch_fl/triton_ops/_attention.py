@@ -1,0 +1,450 @@
+"""The `attention` family: torch's overrideable fused attention
+(`_scaled_dot_product_fused_attention_overrideable` and its backward), the kernel
+`torch.nn.functional.scaled_dot_product_attention` runs on a chip with no vendor attention
+(csrc/src/attention_choice.cpp answers it where the call fits).
+
+Without it a chip runs SDPA's math decomposition: the whole [batch, heads, queries, keys]
+score matrix written, masked, soft-maxed, dropped out and read again, several times a layer.
+Here one launch computes a block of queries against every key block, FlashAttention-2's
+online softmax in float32 registers: the scores never reach memory. The backward recomputes
+them from the saved log-sum-exp: one launch for the key and value gradients (a program per
+key block, no atomics), one for the query gradients, and a row-sum launch before them.
+
+Semantics are the math path's: `is_causal` masks keys after each query (top-left aligned, as
+`ones(L, S).tril()`), an additive mask is added to the scaled scores (torch turns a boolean
+one into 0/-inf before the call), a fully masked row gives zeros (as `_safe_softmax`). Dropout
+keeps each probability with 1 - p from the chip generator's Philox counters, as the `random`
+family draws: element (b, h, i, j) uses counter offset + ((b * H + h) * L + i) * S + j, and the
+forward stores the seed and offset it used in `philox_seed` / `philox_offset` (chip tensors) for
+the backward to draw the same mask. Half types multiply in their own dtype with float32
+accumulation (float32 products under the interpreter, whose half arithmetic is not exact);
+float32 multiplies in full float32, never TF32.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import triton
+import triton.language as tl
+
+from . import Unsupported, _launch
+from ._common import cdiv, copy_into, dtype_code, empty, next_power_of_2, reduce_dims
+from ._kernels import _to_odt
+from ._random import philox_seed_offset
+
+LOG2E = 1.4426950408889634
+# The largest head size the blocks hold (csrc/src/attention_choice.cpp asks no more of them).
+MAX_HEAD_SIZE = 256
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@triton.jit
+def _dot(a, b, LOW: tl.constexpr):
+    """a @ b accumulated in float32: half operands as they are (LOW), else float32 exactly."""
+    if LOW:
+        return tl.dot(a, b)
+    else:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+
+
+@triton.jit
+def _kept(seed, offset, rows, cols, S, keep):
+    """Dropout's keep mask of scores (rows, cols) of one (batch, head): rows is bh * L + i."""
+    counter = offset + rows * S + cols
+    c0 = (counter & 0xFFFFFFFF).to(tl.uint32)
+    c1 = ((counter >> 32) & 0xFFFFFFFF).to(tl.uint32)
+    r0, r1, r2, r3 = tl.philox(seed, c0, c1, c0 * 0, c0 * 0)
+    return (r0 >> 8).to(tl.float32) * (1.0 / 16777216.0) < keep
+
+
+@triton.jit(do_not_specialize=["seed_lo", "seed_hi", "offset"])
+def attention_fwd_kernel(Q, K, V, BIAS, O, LSE, SEED_OUT, OFFSET_OUT, H, L, S, E, EV,
+                         sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
+                         sbb, sbh, sbm, sbn, sob, soh, som, sod,
+                         qk_scale, keep, drop_scale, seed_lo, seed_hi, offset,
+                         HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, LOW: tl.constexpr,
+                         ODT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                         BLOCK_DV: tl.constexpr):
+    """One block of queries of one (batch, head) against its keys: O and the log-sum-exp of
+    each row (natural log; +inf for a fully masked row). qk_scale: the softmax scale times
+    log2(e) (the kernel works in base 2)."""
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    b = bh // H
+    h = bh % H
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    m_ok = offs_m < L
+    rows = offs_m.to(tl.int64)
+    q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqm + offs_d[None, :] * sqd,
+                mask=m_ok[:, None] & (offs_d[None, :] < E), other=0.0)
+    k_base = K + b * skb + h * skh
+    v_base = V + b * svb + h * svh
+    bias_base = BIAS + b * sbb + h * sbh + rows[:, None] * sbm
+    seed = (seed_hi.to(tl.uint64) << 32) | seed_lo.to(tl.uint64)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
+    end = S
+    if CAUSAL:
+        end = tl.minimum(S, (pid_m + 1) * BLOCK_M)
+    for start in range(0, end, BLOCK_N):
+        offs_n = start + tl.arange(0, BLOCK_N)
+        n_ok = offs_n < S
+        cols = offs_n.to(tl.int64)
+        kt = tl.load(k_base + cols[None, :] * skn + offs_d[:, None] * skd,
+                     mask=n_ok[None, :] & (offs_d[:, None] < E), other=0.0)
+        s = _dot(q, kt, LOW) * qk_scale
+        valid = m_ok[:, None] & n_ok[None, :]
+        if HAS_BIAS:
+            s += tl.load(bias_base + cols[None, :] * sbn, mask=valid, other=0.0).to(tl.float32) * 1.4426950408889634
+        if CAUSAL:
+            valid = valid & (offs_n[None, :] <= offs_m[:, None])
+        s = tl.where(valid, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.exp2(s - m_use[:, None])
+        alpha = tl.exp2(m_i - m_use)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if DROPOUT:
+            p = tl.where(_kept(seed, offset, bh * L + rows[:, None], cols[None, :], S, keep), p * drop_scale, 0.0)
+        v = tl.load(v_base + cols[:, None] * svn + offs_dv[None, :] * svd,
+                    mask=n_ok[:, None] & (offs_dv[None, :] < EV), other=0.0)
+        if LOW:
+            acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, LOW)
+        else:
+            acc = acc * alpha[:, None] + _dot(p, v, LOW)
+        m_i = m_new
+    filled = l_i > 0.0
+    o = acc / tl.where(filled, l_i, 1.0)[:, None]
+    tl.store(O + b * sob + h * soh + rows[:, None] * som + offs_dv[None, :] * sod, _to_odt(o, ODT),
+             mask=m_ok[:, None] & (offs_dv[None, :] < EV))
+    lse = tl.where(filled, (m_i + tl.log2(tl.where(filled, l_i, 1.0))) * 0.6931471805599453, float("inf"))
+    tl.store(LSE + bh * L + rows, lse, mask=m_ok)
+    if (pid_m == 0) & (bh == 0):
+        tl.store(SEED_OUT, seed.to(tl.int64, bitcast=True))
+        tl.store(OFFSET_OUT, offset.to(tl.int64))
+
+
+@triton.jit
+def attention_bwd_delta_kernel(O, DO, DELTA, H, L, EV, sob, soh, som, sod, sgb, sgh, sgm, sgd,
+                               BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr):
+    """DELTA[bh, i] = sum_d O[i, d] * dO[i, d] (float32): the softmax backward's row term."""
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    b = bh // H
+    h = bh % H
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    rows = offs_m.to(tl.int64)
+    ok = (offs_m < L)[:, None] & (offs_dv[None, :] < EV)
+    o = tl.load(O + b * sob + h * soh + rows[:, None] * som + offs_dv[None, :] * sod, mask=ok, other=0.0)
+    g = tl.load(DO + b * sgb + h * sgh + rows[:, None] * sgm + offs_dv[None, :] * sgd, mask=ok, other=0.0)
+    tl.store(DELTA + bh * L + rows, tl.sum(o.to(tl.float32) * g.to(tl.float32), 1), mask=offs_m < L)
+
+
+@triton.jit
+def attention_bwd_dkdv_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DK, DV, SEED, OFFSET, H, L, S, E, EV,
+                              sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
+                              sbb, sbh, sbm, sbn, sgb, sgh, sgm, sgd,
+                              sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd,
+                              qk_scale, sm_scale, keep, drop_scale,
+                              HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, LOW: tl.constexpr,
+                              KDT: tl.constexpr, VDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                              BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
+    """dK and dV of one block of keys of one (batch, head), over every query that sees them;
+    the scores are recomputed transposed ([keys, queries])."""
+    pid_n = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    b = bh // H
+    h = bh % H
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    n_ok = offs_n < S
+    cols = offs_n.to(tl.int64)
+    k = tl.load(K + b * skb + h * skh + cols[:, None] * skn + offs_d[None, :] * skd,
+                mask=n_ok[:, None] & (offs_d[None, :] < E), other=0.0)
+    v = tl.load(V + b * svb + h * svh + cols[:, None] * svn + offs_dv[None, :] * svd,
+                mask=n_ok[:, None] & (offs_dv[None, :] < EV), other=0.0)
+    seed = tl.load(SEED).to(tl.uint64, bitcast=True)
+    offset = tl.load(OFFSET)
+    dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_DV], tl.float32)
+    begin = 0
+    if CAUSAL:
+        begin = (pid_n * BLOCK_N) // BLOCK_M * BLOCK_M
+    for start in range(begin, L, BLOCK_M):
+        offs_m = start + tl.arange(0, BLOCK_M)
+        m_ok = offs_m < L
+        rows = offs_m.to(tl.int64)
+        q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqm + offs_d[None, :] * sqd,
+                    mask=m_ok[:, None] & (offs_d[None, :] < E), other=0.0)
+        g = tl.load(DO + b * sgb + h * sgh + rows[:, None] * sgm + offs_dv[None, :] * sgd,
+                    mask=m_ok[:, None] & (offs_dv[None, :] < EV), other=0.0)
+        st = _dot(k, tl.trans(q), LOW) * qk_scale
+        valid = n_ok[:, None] & m_ok[None, :]
+        if HAS_BIAS:
+            st += tl.load(BIAS + b * sbb + h * sbh + rows[None, :] * sbm + cols[:, None] * sbn, mask=valid,
+                          other=0.0).to(tl.float32) * 1.4426950408889634
+        if CAUSAL:
+            valid = valid & (offs_n[:, None] <= offs_m[None, :])
+        lse = tl.load(LSE + bh * L + rows, mask=m_ok, other=float("inf")) * 1.4426950408889634
+        pt = tl.where(valid, tl.exp2(st - lse[None, :]), 0.0)
+        dpt = _dot(v, tl.trans(g), LOW)
+        if DROPOUT:
+            kept = _kept(seed, offset, bh * L + rows[None, :], cols[:, None], S, keep)
+            pdt = tl.where(kept, pt * drop_scale, 0.0)
+            dpt = tl.where(kept, dpt * drop_scale, 0.0)
+        else:
+            pdt = pt
+        if LOW:
+            dv += _dot(pdt.to(g.dtype), g, LOW)
+        else:
+            dv += _dot(pdt, g, LOW)
+        delta = tl.load(DELTA + bh * L + rows, mask=m_ok, other=0.0)
+        dst = pt * (dpt - delta[None, :])
+        if LOW:
+            dk += _dot(dst.to(q.dtype), q, LOW)
+        else:
+            dk += _dot(dst, q, LOW)
+    tl.store(DK + b * sdkb + h * sdkh + cols[:, None] * sdkn + offs_d[None, :] * sdkd, _to_odt(dk * sm_scale, KDT),
+             mask=n_ok[:, None] & (offs_d[None, :] < E))
+    tl.store(DV + b * sdvb + h * sdvh + cols[:, None] * sdvn + offs_dv[None, :] * sdvd, _to_odt(dv, VDT),
+             mask=n_ok[:, None] & (offs_dv[None, :] < EV))
+
+
+@triton.jit
+def attention_bwd_dq_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DQ, DS, SEED, OFFSET, H, L, S, E, EV,
+                            sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
+                            sbb, sbh, sbm, sbn, sgb, sgh, sgm, sgd, sdqb, sdqh, sdqm, sdqd,
+                            qk_scale, sm_scale, keep, drop_scale,
+                            HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, LOW: tl.constexpr,
+                            WRITE_DS: tl.constexpr, QDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                            BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
+    """dQ of one block of queries of one (batch, head); with WRITE_DS also the scores'
+    gradient (the additive mask's, before broadcasting) into DS, contiguous [B, H, L, S]
+    float32, every element written."""
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    b = bh // H
+    h = bh % H
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    m_ok = offs_m < L
+    rows = offs_m.to(tl.int64)
+    q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqm + offs_d[None, :] * sqd,
+                mask=m_ok[:, None] & (offs_d[None, :] < E), other=0.0)
+    g = tl.load(DO + b * sgb + h * sgh + rows[:, None] * sgm + offs_dv[None, :] * sgd,
+                mask=m_ok[:, None] & (offs_dv[None, :] < EV), other=0.0)
+    lse = tl.load(LSE + bh * L + rows, mask=m_ok, other=float("inf")) * 1.4426950408889634
+    delta = tl.load(DELTA + bh * L + rows, mask=m_ok, other=0.0)
+    seed = tl.load(SEED).to(tl.uint64, bitcast=True)
+    offset = tl.load(OFFSET)
+    dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    end = S
+    if CAUSAL and not WRITE_DS:
+        end = tl.minimum(S, (pid_m + 1) * BLOCK_M)
+    for start in range(0, end, BLOCK_N):
+        offs_n = start + tl.arange(0, BLOCK_N)
+        n_ok = offs_n < S
+        cols = offs_n.to(tl.int64)
+        k = tl.load(K + b * skb + h * skh + cols[:, None] * skn + offs_d[None, :] * skd,
+                    mask=n_ok[:, None] & (offs_d[None, :] < E), other=0.0)
+        vt = tl.load(V + b * svb + h * svh + cols[None, :] * svn + offs_dv[:, None] * svd,
+                     mask=n_ok[None, :] & (offs_dv[:, None] < EV), other=0.0)
+        s = _dot(q, tl.trans(k), LOW) * qk_scale
+        valid = m_ok[:, None] & n_ok[None, :]
+        if HAS_BIAS:
+            s += tl.load(BIAS + b * sbb + h * sbh + rows[:, None] * sbm + cols[None, :] * sbn, mask=valid,
+                         other=0.0).to(tl.float32) * 1.4426950408889634
+        if CAUSAL:
+            valid = valid & (offs_n[None, :] <= offs_m[:, None])
+        p = tl.where(valid, tl.exp2(s - lse[:, None]), 0.0)
+        dp = _dot(g, vt, LOW)
+        if DROPOUT:
+            dp = tl.where(_kept(seed, offset, bh * L + rows[:, None], cols[None, :], S, keep), dp * drop_scale, 0.0)
+        ds = p * (dp - delta[:, None])
+        if WRITE_DS:
+            tl.store(DS + (bh * L + rows[:, None]) * S + cols[None, :], ds, mask=m_ok[:, None] & n_ok[None, :])
+        if LOW:
+            dq += _dot(ds.to(k.dtype), k, LOW)
+        else:
+            dq += _dot(ds, k, LOW)
+    tl.store(DQ + b * sdqb + h * sdqh + rows[:, None] * sdqm + offs_d[None, :] * sdqd, _to_odt(dq * sm_scale, QDT),
+             mask=m_ok[:, None] & (offs_d[None, :] < E))
+
+
+# ------------------------------------------------------------------ launching --
+def _blocks(d: int, backward: bool) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps) for a head of d (padded) elements: register tiles of a
+    GPU's program; the interpreter runs the same blocks as NumPy arrays."""
+    if d <= 64:
+        return (64, 64, 4) if backward else (128, 64, 8)
+    if d <= 128:
+        return (64, 32, 4) if backward else (128, 32, 8)
+    return (32, 32, 4) if backward else (64, 32, 4)
+
+
+def _launch_options(dtype, warps: int) -> dict:
+    """num_warps, and two pipeline stages for float32: its tiles, twice a half type's, take
+    up to 220 KB of shared memory with Triton's default three (sm_90 allows 227 KB, sm_80
+    164 KB); two stay under 150 KB."""
+    return {"num_warps": warps, "num_stages": 2 if dtype == torch.float32 else 3}
+
+
+def _four_d(query, key, value):
+    """The operands as 4-d (a 3-d call, [heads, length, head size], is one batch), after the
+    checks csrc/src/attention_choice.cpp makes before it answers this kernel."""
+    if not (query.dim() == key.dim() == value.dim() and query.dim() in (3, 4)):
+        raise Unsupported("fused attention of operands other than all 3-d or all 4-d")
+    if query.dim() == 3:
+        query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
+    if query.dtype not in _DTYPES or key.dtype != query.dtype or value.dtype != query.dtype:
+        raise Unsupported("fused attention outside one of float32, float16, bfloat16")
+    (b, h, _, e), (kb, kh, s, ke), (vb, vh, vs, ev) = query.shape, key.shape, value.shape
+    if (kb, kh, vb, vh) != (b, h, b, h) or vs != s or ke != e or not (0 < e <= MAX_HEAD_SIZE and
+                                                                      0 < ev <= MAX_HEAD_SIZE):
+        raise Unsupported("fused attention of unequal batches, heads, lengths or head sizes, or heads over "
+                          f"{MAX_HEAD_SIZE}")
+    return query, key, value
+
+
+def _bias4(attn_bias, shape):
+    """The additive mask as a 4-d view broadcast to the scores' shape (stride 0 where it
+    broadcasts), or None."""
+    if attn_bias is None:
+        return None
+    if attn_bias.dim() > 4 or not attn_bias.is_floating_point():
+        raise Unsupported("an attention mask that is not a floating tensor of at most 4 dims")
+    return attn_bias.view((1,) * (4 - attn_bias.dim()) + tuple(attn_bias.shape)).expand(shape)
+
+
+def _matching_layout(query, shape):
+    """The output, laid out as the query (torch's meta function for this op does the same):
+    [batch, length, heads, head size] in memory for the usual transposed projections."""
+    if tuple(query.shape) == tuple(shape):
+        return torch.empty_like(query)
+    order = sorted(range(query.dim()), key=lambda d: query.stride(d), reverse=True)
+    strides = [0] * query.dim()
+    stride = 1
+    for d in reversed(order):
+        strides[d] = stride
+        stride *= shape[d]
+    return torch.empty_strided(shape, strides, dtype=query.dtype, device=query.device)
+
+
+def _scale(scale, e) -> float:
+    return 1.0 / math.sqrt(e) if scale is None else float(scale)
+
+
+def _low(dtype) -> bool:
+    return dtype != torch.float32 and not _launch.interpreting()
+
+
+def _dropout(dropout_p):
+    """(DROPOUT, keep, drop_scale) of a dropout probability."""
+    p = float(dropout_p)
+    if not 0.0 <= p <= 1.0:
+        raise Unsupported("an attention dropout outside [0, 1]")
+    keep = 1.0 - p
+    return p > 0.0, keep, (1.0 / keep if keep > 0.0 else 0.0)
+
+
+def fused_attention(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False, *,
+                    scale=None):
+    if return_debug_mask:
+        raise Unsupported("fused attention's debug mask")
+    q, k, v = _four_d(query, key, value)
+    b, h, length, e = q.shape
+    keys, ev = k.shape[2], v.shape[3]
+    bias = _bias4(attn_bias, (b, h, length, keys))
+    shape = list(query.shape[:-1]) + [ev]
+    out = _matching_layout(query, shape)
+    o = out if query.dim() == 4 else out.unsqueeze(0)
+    lse = empty((b, h, length), torch.float32, q.device)
+    seed_out = empty((), torch.int64, q.device)
+    offset_out = empty((), torch.int64, q.device)
+    dropout, keep, drop_scale = _dropout(dropout_p)
+    # Counters reserved on every call (none without dropout): the C++ replay of a recorded call
+    # reserves them again, from the same generator.
+    seed, offset = philox_seed_offset(None, q.device, b * h * length * keys if dropout else 0)
+    if b * h and length:
+        bm, bn, warps = _blocks(max(e, ev), False)
+        bd, bdv = max(next_power_of_2(e), 16), max(next_power_of_2(ev), 16)
+        if _launch.interpreting():  # the interpreter's cost is per program: no wider than the sequences
+            bm, bn = min(bm, max(16, next_power_of_2(length))), min(bn, max(16, next_power_of_2(keys)))
+        bb = bias if bias is not None else q
+        attention_fwd_kernel[(cdiv(length, bm), b * h)](
+            q, k, v, bb, o, lse, seed_out, offset_out, h, length, keys, e, ev, *q.stride(), *k.stride(), *v.stride(),
+            *bb.stride(), *o.stride(), _scale(scale, e) * LOG2E, keep, drop_scale, seed & 0xFFFFFFFF, seed >> 32,
+            offset, HAS_BIAS=bias is not None, CAUSAL=bool(is_causal), DROPOUT=dropout, LOW=_low(q.dtype),
+            ODT=dtype_code(q.dtype), BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, **_launch_options(q.dtype, warps))
+    return out, lse, None, None, length, keys, seed_out, offset_out, None
+
+
+def fused_attention_backward(grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q,
+                             cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, *,
+                             scale=None):
+    q, k, v = _four_d(query, key, value)
+    b, h, length, e = q.shape
+    keys, ev = k.shape[2], v.shape[3]
+    bias = _bias4(attn_bias, (b, h, length, keys))
+    grads = [torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)]
+    dq, dk, dv = (t if query.dim() == 4 else t.unsqueeze(0) for t in grads)
+    g = grad_out if query.dim() == 4 else grad_out.unsqueeze(0)
+    o = out if query.dim() == 4 else out.unsqueeze(0)
+    want_bias = bias is not None and bool(grad_input_mask[3])
+    ds = empty((b, h, length, keys), torch.float32, q.device) if want_bias else None
+    dropout, keep, drop_scale = _dropout(dropout_p)
+    bd, bdv = max(next_power_of_2(e), 16), max(next_power_of_2(ev), 16)
+    bm, bn, warps = _blocks(max(e, ev), True)
+    if _launch.interpreting():
+        bm, bn = min(bm, max(16, next_power_of_2(length))), min(bn, max(16, next_power_of_2(keys)))
+    sm_scale = _scale(scale, e)
+    bb = bias if bias is not None else q
+    flags = dict(HAS_BIAS=bias is not None, CAUSAL=bool(is_causal), DROPOUT=dropout, LOW=_low(q.dtype))
+    common = (h, length, keys, e, ev, *q.stride(), *k.stride(), *v.stride(), *bb.stride(), *g.stride())
+    if b * h and length:
+        delta = empty((b, h, length), torch.float32, q.device)
+        attention_bwd_delta_kernel[(cdiv(length, bm), b * h)](o, g, delta, h, length, ev, *o.stride(), *g.stride(),
+                                                              BLOCK_M=bm, BLOCK_DV=bdv)
+    else:
+        delta = logsumexp  # never read: no queries
+    if b * h and keys:
+        attention_bwd_dkdv_kernel[(cdiv(keys, bn), b * h)](
+            q, k, v, bb, g, logsumexp, delta, dk, dv, philox_seed, philox_offset, *common, *dk.stride(), *dv.stride(),
+            sm_scale * LOG2E, sm_scale, keep, drop_scale, **flags, KDT=dtype_code(k.dtype), VDT=dtype_code(v.dtype),
+            BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, **_launch_options(q.dtype, warps))
+    if b * h and length:
+        attention_bwd_dq_kernel[(cdiv(length, bm), b * h)](
+            q, k, v, bb, g, logsumexp, delta, dq, ds if ds is not None else delta, philox_seed, philox_offset,
+            *common, *dq.stride(), sm_scale * LOG2E, sm_scale, keep, drop_scale, **flags, WRITE_DS=want_bias,
+            QDT=dtype_code(q.dtype), BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, **_launch_options(q.dtype, warps))
+    grad_bias = _bias_grad(ds, attn_bias) if want_bias else None
+    return grads[0], grads[1], grads[2], grad_bias
+
+
+def _bias_grad(ds, attn_bias):
+    """The additive mask's gradient: the scores' gradient summed over the dims it broadcasts."""
+    full = ds.shape
+    shape4 = (1,) * (4 - attn_bias.dim()) + tuple(attn_bias.shape)
+    dims = [d for d in range(4) if shape4[d] == 1 and full[d] != 1]
+    if dims:
+        summed = reduce_dims(ds, dims, True, "sum", torch.float32, attn_bias.dtype)
+    else:
+        summed = copy_into(empty(full, attn_bias.dtype, ds.device), ds)
+    return summed.view(attn_bias.shape)
+
+
+KERNELS: dict[str, Callable] = {
+    "_scaled_dot_product_fused_attention_overrideable": fused_attention,
+    "_scaled_dot_product_fused_attention_overrideable_backward": fused_attention_backward,
+}
+
+
+_launch.install(globals())
