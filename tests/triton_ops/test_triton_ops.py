@@ -1102,3 +1102,29 @@ def test_fused_lstm_and_gru_cells():
                     assert gt is None
                 else:
                     _close_to(gt, w, dt)
+
+
+def test_pointwise_results_are_laid_out_as_tensoriterator_lays_them_out():
+    """`_common.result_strides` against the CPU's own results: every layout of two 4-d operands
+    (a sample of pairs), alone, together, with a broadcast row, a broadcast leading operand and
+    a scalar; and a Triton pointwise kernel's result on a transposed input."""
+    import itertools
+
+    from torch_fl.triton_ops._common import result_strides
+
+    base = torch.randn(2, 3, 4, 5)
+    perms = list(itertools.permutations(range(4)))
+
+    def laid_out(order):
+        return base.permute(order).contiguous().permute([order.index(i) for i in range(4)])
+
+    for p1 in perms:
+        for p2 in perms[::5]:
+            a, b = laid_out(p1), laid_out(p2)
+            for operands in ((a,), (a, b), (a, b[:, :1]), (a[:1], b), (a, b[0, 0, 0])):
+                shape = torch.broadcast_shapes(*[o.shape for o in operands])
+                want = (operands[0] + operands[1]).stride() if len(operands) > 1 else operands[0].neg().stride()
+                got = result_strides(shape, operands)
+                assert (tuple(got) if got is not None else torch.empty(shape).stride()) == want, (p1, p2)
+    x = torch.randn(2, 5, 3, 4).transpose(1, 2)
+    assert tops.kernel_for("neg")(x).stride() == x.neg().stride() == x.stride()

@@ -418,6 +418,27 @@ def test_index_add_and_scatter_add_on_small_integers_wrap_as_on_the_cpu(dtype_na
                        torch.scatter_add(x, 0, index[:3], src[:3]))
 
 
+LAYOUT_CASES = {
+    "mul by a number": lambda x, y: x * 2, "add, both transposed": lambda x, y: x + y,
+    "add, transposed and contiguous": lambda x, y: x + y.contiguous(), "add a broadcast row": lambda x, y: x + y[:, :1],
+    "relu": lambda x, y: torch.relu(x), "neg": lambda x, y: -x, "sin": lambda x, y: torch.sin(x),
+    "where": lambda x, y: torch.where(x > 0, x, y), "cat": lambda x, y: torch.cat([x, y], -1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LAYOUT_CASES))
+def test_results_are_laid_out_as_on_the_cpu(case):
+    # A transformer's heads are a transposed view; an op on them (rotary embeddings) gives a
+    # transposed result on the CPU and CUDA, and torch's meta functions say so: a compiled graph
+    # views it back without a copy, which a result of another layout refuses.
+    g = torch.Generator().manual_seed(0)
+    x, y = (torch.randn(2, 5, 3, 4, generator=g).to(FLOAT).transpose(1, 2) for _ in range(2))
+    expected = LAYOUT_CASES[case](x, y)
+    actual = LAYOUT_CASES[case](x.to(CHIP), y.to(CHIP))
+    assert actual.stride() == expected.stride(), case
+    torch.testing.assert_close(actual.cpu(), expected)
+
+
 def test_op_without_a_cpu_kernel_raises_located_error():
     # aten::_fused_dropout exists for CUDA only: the CPU step of a chain cannot run it.
     x = torch.ones(8, dtype=FLOAT, device=CHIP)
@@ -439,5 +460,5 @@ __all__ = [name for name in (
     "test_zero_element_complex_results_keep_their_dtype", "test_python_numbers_promote_as_on_the_cpu",
     "test_bool_subtraction_raises_at_the_call_and_the_chip_stays_usable",
     "test_index_add_and_scatter_add_on_small_integers_wrap_as_on_the_cpu",
-    "test_op_without_a_cpu_kernel_raises_located_error",
+    "test_results_are_laid_out_as_on_the_cpu", "test_op_without_a_cpu_kernel_raises_located_error",
 ) if name in globals()]

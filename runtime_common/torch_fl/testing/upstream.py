@@ -5,7 +5,8 @@ README.md lists the upstream tests that do not apply, and the known gaps, with r
 
 Written once for every chip: a chip suite's tests/test_upstream.py imports these tests (after its
 conftest.py configured torch_fl.testing.suite). Tests that apply to some chips only are defined
-only for them (autocast where the spec has amp, the LSTM tests where the chip runs the fused cell).
+only for them (autocast where the spec has amp, the LSTM tests where the chip runs the fused cell, the
+fused attention tests where it has torch's overrideable attention kernel).
 """
 import gc
 import os
@@ -731,6 +732,51 @@ if routes.route(SPEC, "_thnn_fused_lstm_cell").path in ("vendor", "triton"):
         assert result.device.type == CHIP and result.shape == (2, 5, 20)
 
 
+# -- test_sdpa.py: where the chip has torch's overrideable fused attention (Triton's or a vendor's) ---
+
+if routes.route(SPEC, "_scaled_dot_product_fused_attention_overrideable").path in ("vendor", "triton"):
+    from torch.nn.attention import SDPBackend
+
+    # Upstream's shape and dtype (float16 where the chip lists it).
+    _SDPA_SHAPE = (4, 2, 256, 128)
+    _SDPA_DTYPE = torch.float16 if torch.float16 in DTYPES else FLOAT
+    _SDPA_TOLERANCE = dict(atol=1e-4, rtol=1e-4) if _SDPA_DTYPE == torch.float32 else dict(atol=2e-2, rtol=2e-2)
+
+    def _sdpa_operands(*shapes, requires_grad=False):
+        g = torch.Generator().manual_seed(0)
+        return [torch.rand(shape, generator=g, dtype=_SDPA_DTYPE).requires_grad_(requires_grad) for shape in shapes]
+
+    if routes.route(SPEC, "_fused_sdp_choice").path != "vendor":  # a vendor's choice answers its own kernel
+        def test_fused_sdp_choice_privateuseone():
+            q, k, v = (t.to(CHIP) for t in _sdpa_operands(_SDPA_SHAPE, _SDPA_SHAPE, _SDPA_SHAPE))
+            assert torch._fused_sdp_choice(q, k, v) == SDPBackend.OVERRIDEABLE.value
+
+    def test_scaled_dot_product_fused_attention_overrideable():
+        q, k, v = _sdpa_operands(_SDPA_SHAPE, _SDPA_SHAPE, _SDPA_SHAPE)
+        out = torch.nn.functional.scaled_dot_product_attention(q.to(CHIP), k.to(CHIP), v.to(CHIP), attn_mask=None,
+                                                               dropout_p=0.0)
+        want = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
+        torch.testing.assert_close(out.cpu().float(), want, **_SDPA_TOLERANCE)
+
+    def test_scaled_dot_product_fused_attention_overrideable_backward():
+        batch, heads, length, _ = _SDPA_SHAPE
+        q, k, v, mask, upward = _sdpa_operands(_SDPA_SHAPE, _SDPA_SHAPE, _SDPA_SHAPE, (batch, heads, length, length),
+                                               _SDPA_SHAPE)
+        chip = [t.to(CHIP) for t in (q, k, v, mask)]
+        (output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, philox_seed, philox_offset,
+         _) = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(*chip[:3], attn_bias=chip[3])
+        grads = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward(
+            upward.to(CHIP), *chip, [True, True, True, True], output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k,
+            dropout_p=0.0, is_causal=False, philox_seed=philox_seed, philox_offset=philox_offset)
+        reference = [t.float().requires_grad_() for t in (q, k, v, mask)]
+        want = torch.nn.functional.scaled_dot_product_attention(*reference[:3], attn_mask=reference[3])
+        want.backward(upward.float())
+        torch.testing.assert_close(output.cpu().float(), want.detach(), **_SDPA_TOLERANCE)
+        for got, ref in zip(grads, reference):
+            assert got.shape == ref.shape and got.device.type == CHIP
+            torch.testing.assert_close(got.cpu().float(), ref.grad, **_SDPA_TOLERANCE)
+
+
 # The tests (and the autouse fixture) a chip suite's test_upstream.py imports: those defined for this chip.
 __all__ = [name for name in (
     "_restore_device_and_stream", "test_accelerator_is_the_chip",
@@ -752,4 +798,6 @@ __all__ = [name for name in (
     "test_generated_methods_move_to_the_chip", "test_tensor_type_names_and_storage",
     "test_new_tensor_methods_follow_the_source", "test_dataloader_pins_batches_for_the_chip",
     "test_accelerator_stream_and_synchronize", "test_lstm_matches_cpu", "test_lstm_packed_and_batch_first",
+    "test_fused_sdp_choice_privateuseone", "test_scaled_dot_product_fused_attention_overrideable",
+    "test_scaled_dot_product_fused_attention_overrideable_backward",
 ) if name in globals()]
