@@ -155,19 +155,41 @@ def _cpu_reference(q, k, v, grad, **options):
 
 
 def test_attention_outside_the_fused_kernel_takes_the_math_decomposition():
-    """Grouped-query heads (the math path repeats them) and float64 are answered math, and give
-    the CPU's results."""
+    """Head sizes over the fused kernels' 256 are answered math, and give the CPU's results."""
     g = torch.Generator().manual_seed(3)
-    q = torch.randn(2, 4, 24, 16, generator=g)
-    k, v = torch.randn(2, 2, 24, 16, generator=g), torch.randn(2, 2, 24, 16, generator=g)
+    q, k, v = (torch.randn(1, 2, 8, 264, generator=g) for _ in range(3))
     chip = on_chip((q, k, v))
-    assert torch.ops.aten._fused_sdp_choice(*chip, enable_gqa=True) == MATH
+    assert torch.ops.aten._fused_sdp_choice(*chip) == MATH
     torch_fl.reset_fallback_stats()
     with torch_fl.strict_fallback():
-        out = F.scaled_dot_product_attention(*chip, enable_gqa=True)
+        out = F.scaled_dot_product_attention(*chip)
         out.sum().backward()
     assert FUSED_OP not in torch_fl.fallback_stats()
-    want, grads, _ = _cpu_reference(q, k, v, torch.ones(2, 4, 24, 16), enable_gqa=True)
+    want, grads, _ = _cpu_reference(q, k, v, torch.ones(1, 2, 8, 264))
+    torch.testing.assert_close(out.detach().cpu().double(), want, rtol=1e-5, atol=1e-5)
+    for t, w in zip(chip, grads):
+        torch.testing.assert_close(t.grad.cpu().double(), w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_grouped_query_attention_matches_the_cpu(causal):
+    """Llama-style grouped-query heads (enable_gqa, 6 query heads on 2 key/value heads): on the
+    Triton kernel, key and value shared by their group without being repeated (their gradients
+    summed over the group); the vendor's kernel has equal heads only, so math there."""
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 6, 24, 16, generator=g)
+    k, v = torch.randn(2, 2, 20, 16, generator=g), torch.randn(2, 2, 20, 8, generator=g)
+    grad = torch.randn(2, 6, 24, 8, generator=g)
+    chip = on_chip((q, k, v))
+    assert torch.ops.aten._fused_sdp_choice(*chip, is_causal=causal, enable_gqa=True) == (MATH if VENDOR else
+                                                                                        OVERRIDEABLE)
+    torch_fl.reset_fallback_stats()
+    with torch_fl.strict_fallback():
+        out = F.scaled_dot_product_attention(*chip, is_causal=causal, enable_gqa=True)
+        out.backward(grad.to(CHIP))
+    if not VENDOR:
+        assert torch_fl.fallback_stats()[FUSED_OP + "_backward"] == {"triton": 1}
+    want, grads, _ = _cpu_reference(q, k, v, grad, is_causal=causal, enable_gqa=True)
     torch.testing.assert_close(out.detach().cpu().double(), want, rtol=1e-5, atol=1e-5)
     for t, w in zip(chip, grads):
         torch.testing.assert_close(t.grad.cpu().double(), w, rtol=1e-5, atol=1e-5)

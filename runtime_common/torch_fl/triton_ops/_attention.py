@@ -9,6 +9,8 @@ Here one launch computes a block of queries against every key block, FlashAttent
 online softmax in float32 registers: the scores never reach memory. The backward recomputes
 them from the saved log-sum-exp: one launch for the key and value gradients (a program per
 key block, no atomics), one for the query gradients, and a row-sum launch before them.
+Grouped-query heads (fewer key and value heads, `enable_gqa`) share their key and value head
+without repeating it; its gradient sums over the group in the key block's program.
 
 Semantics are the math path's: `is_causal` masks keys after each query (top-left aligned, as
 `ones(L, S).tril()`), an additive mask is added to the scaled scores (torch turns a boolean
@@ -60,7 +62,7 @@ def _kept(seed, offset, rows, cols, S, keep):
 
 
 @triton.jit(do_not_specialize=["seed_lo", "seed_hi", "offset"])
-def attention_fwd_kernel(Q, K, V, BIAS, O, LSE, SEED_OUT, OFFSET_OUT, H, L, S, E, EV,
+def attention_fwd_kernel(Q, K, V, BIAS, O, LSE, SEED_OUT, OFFSET_OUT, H, GROUP, L, S, E, EV,
                          sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
                          sbb, sbh, sbm, sbn, sob, soh, som, sod,
                          qk_scale, keep, drop_scale, seed_lo, seed_hi, offset,
@@ -69,7 +71,8 @@ def attention_fwd_kernel(Q, K, V, BIAS, O, LSE, SEED_OUT, OFFSET_OUT, H, L, S, E
                          BLOCK_DV: tl.constexpr):
     """One block of queries of one (batch, head) against its keys: O and the log-sum-exp of
     each row (natural log; +inf for a fully masked row). qk_scale: the softmax scale times
-    log2(e) (the kernel works in base 2)."""
+    log2(e) (the kernel works in base 2). GROUP query heads share a key and value head (grouped
+    query attention; 1: one each)."""
     pid_m = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     b = bh // H
@@ -81,8 +84,8 @@ def attention_fwd_kernel(Q, K, V, BIAS, O, LSE, SEED_OUT, OFFSET_OUT, H, L, S, E
     rows = offs_m.to(tl.int64)
     q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqm + offs_d[None, :] * sqd,
                 mask=m_ok[:, None] & (offs_d[None, :] < E), other=0.0)
-    k_base = K + b * skb + h * skh
-    v_base = V + b * svb + h * svh
+    k_base = K + b * skb + (h // GROUP) * skh
+    v_base = V + b * svb + (h // GROUP) * svh
     bias_base = BIAS + b * sbb + h * sbh + rows[:, None] * sbm
     seed = (seed_hi.to(tl.uint64) << 32) | seed_lo.to(tl.uint64)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
@@ -147,7 +150,7 @@ def attention_bwd_delta_kernel(O, DO, DELTA, H, L, EV, sob, soh, som, sod, sgb, 
 
 
 @triton.jit
-def attention_bwd_dkdv_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DK, DV, SEED, OFFSET, H, L, S, E, EV,
+def attention_bwd_dkdv_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DK, DV, SEED, OFFSET, H, GROUP, L, S, E, EV,
                               sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
                               sbb, sbh, sbm, sbn, sgb, sgh, sgm, sgd,
                               sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd,
@@ -155,20 +158,20 @@ def attention_bwd_dkdv_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DK, DV, SEED, OFFSE
                               HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, LOW: tl.constexpr,
                               KDT: tl.constexpr, VDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                               BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
-    """dK and dV of one block of keys of one (batch, head), over every query that sees them;
-    the scores are recomputed transposed ([keys, queries])."""
+    """dK and dV of one block of keys of one (batch, key head), over every query of the GROUP
+    query heads sharing it that sees them; the scores are recomputed transposed ([keys, queries])."""
     pid_n = tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
-    b = bh // H
-    h = bh % H
+    bkh = tl.program_id(1).to(tl.int64)
+    b = bkh // (H // GROUP)
+    kh = bkh % (H // GROUP)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
     n_ok = offs_n < S
     cols = offs_n.to(tl.int64)
-    k = tl.load(K + b * skb + h * skh + cols[:, None] * skn + offs_d[None, :] * skd,
+    k = tl.load(K + b * skb + kh * skh + cols[:, None] * skn + offs_d[None, :] * skd,
                 mask=n_ok[:, None] & (offs_d[None, :] < E), other=0.0)
-    v = tl.load(V + b * svb + h * svh + cols[:, None] * svn + offs_dv[None, :] * svd,
+    v = tl.load(V + b * svb + kh * svh + cols[:, None] * svn + offs_dv[None, :] * svd,
                 mask=n_ok[:, None] & (offs_dv[None, :] < EV), other=0.0)
     seed = tl.load(SEED).to(tl.uint64, bitcast=True)
     offset = tl.load(OFFSET)
@@ -177,48 +180,51 @@ def attention_bwd_dkdv_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DK, DV, SEED, OFFSE
     begin = 0
     if CAUSAL:
         begin = (pid_n * BLOCK_N) // BLOCK_M * BLOCK_M
-    for start in range(begin, L, BLOCK_M):
-        offs_m = start + tl.arange(0, BLOCK_M)
-        m_ok = offs_m < L
-        rows = offs_m.to(tl.int64)
-        q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqm + offs_d[None, :] * sqd,
-                    mask=m_ok[:, None] & (offs_d[None, :] < E), other=0.0)
-        g = tl.load(DO + b * sgb + h * sgh + rows[:, None] * sgm + offs_dv[None, :] * sgd,
-                    mask=m_ok[:, None] & (offs_dv[None, :] < EV), other=0.0)
-        st = _dot(k, tl.trans(q), LOW) * qk_scale
-        valid = n_ok[:, None] & m_ok[None, :]
-        if HAS_BIAS:
-            st += tl.load(BIAS + b * sbb + h * sbh + rows[None, :] * sbm + cols[:, None] * sbn, mask=valid,
-                          other=0.0).to(tl.float32) * 1.4426950408889634
-        if CAUSAL:
-            valid = valid & (offs_n[:, None] <= offs_m[None, :])
-        lse = tl.load(LSE + bh * L + rows, mask=m_ok, other=float("inf")) * 1.4426950408889634
-        pt = tl.where(valid, tl.exp2(st - lse[None, :]), 0.0)
-        dpt = _dot(v, tl.trans(g), LOW)
-        if DROPOUT:
-            kept = _kept(seed, offset, bh * L + rows[None, :], cols[:, None], S, keep)
-            pdt = tl.where(kept, pt * drop_scale, 0.0)
-            dpt = tl.where(kept, dpt * drop_scale, 0.0)
-        else:
-            pdt = pt
-        if LOW:
-            dv += _dot(pdt.to(g.dtype), g, LOW)
-        else:
-            dv += _dot(pdt, g, LOW)
-        delta = tl.load(DELTA + bh * L + rows, mask=m_ok, other=0.0)
-        dst = pt * (dpt - delta[None, :])
-        if LOW:
-            dk += _dot(dst.to(q.dtype), q, LOW)
-        else:
-            dk += _dot(dst, q, LOW)
-    tl.store(DK + b * sdkb + h * sdkh + cols[:, None] * sdkn + offs_d[None, :] * sdkd, _to_odt(dk * sm_scale, KDT),
+    for member in range(0, GROUP):
+        h = kh * GROUP + member
+        bh = b * H + h
+        for start in range(begin, L, BLOCK_M):
+            offs_m = start + tl.arange(0, BLOCK_M)
+            m_ok = offs_m < L
+            rows = offs_m.to(tl.int64)
+            q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqm + offs_d[None, :] * sqd,
+                        mask=m_ok[:, None] & (offs_d[None, :] < E), other=0.0)
+            g = tl.load(DO + b * sgb + h * sgh + rows[:, None] * sgm + offs_dv[None, :] * sgd,
+                        mask=m_ok[:, None] & (offs_dv[None, :] < EV), other=0.0)
+            st = _dot(k, tl.trans(q), LOW) * qk_scale
+            valid = n_ok[:, None] & m_ok[None, :]
+            if HAS_BIAS:
+                st += tl.load(BIAS + b * sbb + h * sbh + rows[None, :] * sbm + cols[:, None] * sbn, mask=valid,
+                              other=0.0).to(tl.float32) * 1.4426950408889634
+            if CAUSAL:
+                valid = valid & (offs_n[:, None] <= offs_m[None, :])
+            lse = tl.load(LSE + bh * L + rows, mask=m_ok, other=float("inf")) * 1.4426950408889634
+            pt = tl.where(valid, tl.exp2(st - lse[None, :]), 0.0)
+            dpt = _dot(v, tl.trans(g), LOW)
+            if DROPOUT:
+                kept = _kept(seed, offset, bh * L + rows[None, :], cols[:, None], S, keep)
+                pdt = tl.where(kept, pt * drop_scale, 0.0)
+                dpt = tl.where(kept, dpt * drop_scale, 0.0)
+            else:
+                pdt = pt
+            if LOW:
+                dv += _dot(pdt.to(g.dtype), g, LOW)
+            else:
+                dv += _dot(pdt, g, LOW)
+            delta = tl.load(DELTA + bh * L + rows, mask=m_ok, other=0.0)
+            dst = pt * (dpt - delta[None, :])
+            if LOW:
+                dk += _dot(dst.to(q.dtype), q, LOW)
+            else:
+                dk += _dot(dst, q, LOW)
+    tl.store(DK + b * sdkb + kh * sdkh + cols[:, None] * sdkn + offs_d[None, :] * sdkd, _to_odt(dk * sm_scale, KDT),
              mask=n_ok[:, None] & (offs_d[None, :] < E))
-    tl.store(DV + b * sdvb + h * sdvh + cols[:, None] * sdvn + offs_dv[None, :] * sdvd, _to_odt(dv, VDT),
+    tl.store(DV + b * sdvb + kh * sdvh + cols[:, None] * sdvn + offs_dv[None, :] * sdvd, _to_odt(dv, VDT),
              mask=n_ok[:, None] & (offs_dv[None, :] < EV))
 
 
 @triton.jit
-def attention_bwd_dq_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DQ, DS, SEED, OFFSET, H, L, S, E, EV,
+def attention_bwd_dq_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DQ, DS, SEED, OFFSET, H, GROUP, L, S, E, EV,
                             sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
                             sbb, sbh, sbm, sbn, sgb, sgh, sgm, sgd, sdqb, sdqh, sdqm, sdqd,
                             qk_scale, sm_scale, keep, drop_scale,
@@ -253,9 +259,9 @@ def attention_bwd_dq_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DQ, DS, SEED, OFFSET,
         offs_n = start + tl.arange(0, BLOCK_N)
         n_ok = offs_n < S
         cols = offs_n.to(tl.int64)
-        k = tl.load(K + b * skb + h * skh + cols[:, None] * skn + offs_d[None, :] * skd,
+        k = tl.load(K + b * skb + (h // GROUP) * skh + cols[:, None] * skn + offs_d[None, :] * skd,
                     mask=n_ok[:, None] & (offs_d[None, :] < E), other=0.0)
-        vt = tl.load(V + b * svb + h * svh + cols[None, :] * svn + offs_dv[:, None] * svd,
+        vt = tl.load(V + b * svb + (h // GROUP) * svh + cols[None, :] * svn + offs_dv[:, None] * svd,
                      mask=n_ok[None, :] & (offs_dv[:, None] < EV), other=0.0)
         s = _dot(q, tl.trans(k), LOW) * qk_scale
         valid = m_ok[:, None] & n_ok[None, :]
@@ -299,7 +305,9 @@ def _launch_options(dtype, warps: int) -> dict:
 
 def _four_d(query, key, value):
     """The operands as 4-d (a 3-d call, [heads, length, head size], is one batch), after the
-    checks csrc/src/attention_choice.cpp makes before it answers this kernel."""
+    checks csrc/src/attention_choice.cpp makes before it answers this kernel. Fewer key and
+    value heads than query heads (a divisor) are grouped-query attention, as
+    `enable_gqa=True` asks: torch's composite passes them unrepeated."""
     if not (query.dim() == key.dim() == value.dim() and query.dim() in (3, 4)):
         raise Unsupported("fused attention of operands other than all 3-d or all 4-d")
     if query.dim() == 3:
@@ -307,10 +315,10 @@ def _four_d(query, key, value):
     if query.dtype not in _DTYPES or key.dtype != query.dtype or value.dtype != query.dtype:
         raise Unsupported("fused attention outside one of float32, float16, bfloat16")
     (b, h, _, e), (kb, kh, s, ke), (vb, vh, vs, ev) = query.shape, key.shape, value.shape
-    if (kb, kh, vb, vh) != (b, h, b, h) or vs != s or ke != e or not (0 < e <= MAX_HEAD_SIZE and
-                                                                      0 < ev <= MAX_HEAD_SIZE):
-        raise Unsupported("fused attention of unequal batches, heads, lengths or head sizes, or heads over "
-                          f"{MAX_HEAD_SIZE}")
+    if (kb, vb, vh) != (b, b, kh) or kh == 0 or h % kh or vs != s or ke != e or not (
+            0 < e <= MAX_HEAD_SIZE and 0 < ev <= MAX_HEAD_SIZE):
+        raise Unsupported("fused attention of unequal batches, lengths or head sizes, query heads not a multiple "
+                          f"of key heads, or heads over {MAX_HEAD_SIZE}")
     return query, key, value
 
 
@@ -380,7 +388,8 @@ def fused_attention(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=
             bm, bn = min(bm, max(16, next_power_of_2(length))), min(bn, max(16, next_power_of_2(keys)))
         bb = bias if bias is not None else q
         attention_fwd_kernel[(cdiv(length, bm), b * h)](
-            q, k, v, bb, o, lse, seed_out, offset_out, h, length, keys, e, ev, *q.stride(), *k.stride(), *v.stride(),
+            q, k, v, bb, o, lse, seed_out, offset_out, h, h // k.shape[1], length, keys, e, ev, *q.stride(),
+            *k.stride(), *v.stride(),
             *bb.stride(), *o.stride(), _scale(scale, e) * LOG2E, keep, drop_scale, seed & 0xFFFFFFFF, seed >> 32,
             offset, HAS_BIAS=bias is not None, CAUSAL=bool(is_causal), DROPOUT=dropout, LOW=_low(q.dtype),
             ODT=dtype_code(q.dtype), BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, **_launch_options(q.dtype, warps))
@@ -408,7 +417,8 @@ def fused_attention_backward(grad_out, query, key, value, attn_bias, grad_input_
     sm_scale = _scale(scale, e)
     bb = bias if bias is not None else q
     flags = dict(HAS_BIAS=bias is not None, CAUSAL=bool(is_causal), DROPOUT=dropout, LOW=_low(q.dtype))
-    common = (h, length, keys, e, ev, *q.stride(), *k.stride(), *v.stride(), *bb.stride(), *g.stride())
+    common = (h, h // k.shape[1], length, keys, e, ev, *q.stride(), *k.stride(), *v.stride(), *bb.stride(),
+              *g.stride())
     if b * h and length:
         delta = empty((b, h, length), torch.float32, q.device)
         attention_bwd_delta_kernel[(cdiv(length, bm), b * h)](o, g, delta, h, length, ev, *o.stride(), *g.stride(),
@@ -416,7 +426,7 @@ def fused_attention_backward(grad_out, query, key, value, attn_bias, grad_input_
     else:
         delta = logsumexp  # never read: no queries
     if b * h and keys:
-        attention_bwd_dkdv_kernel[(cdiv(keys, bn), b * h)](
+        attention_bwd_dkdv_kernel[(cdiv(keys, bn), b * k.shape[1])](
             q, k, v, bb, g, logsumexp, delta, dk, dv, philox_seed, philox_offset, *common, *dk.stride(), *dv.stride(),
             sm_scale * LOG2E, sm_scale, keep, drop_scale, **flags, KDT=dtype_code(k.dtype), VDT=dtype_code(v.dtype),
             BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, **_launch_options(q.dtype, warps))

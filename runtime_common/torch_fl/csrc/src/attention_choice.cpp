@@ -50,7 +50,7 @@ bool broadcasts(const c10::SymInt& dim, const c10::SymInt& full) {
 
 // Why a call is outside what a chip's overrideable attention kernel takes, or "" when it is
 // within: dense 4-d query, key and value of one floating dtype (float32, float16, bfloat16),
-// equal batch and head counts (grouped-query heads take math, which repeats them), non-empty
+// equal batch sizes, equal head counts or grouped-query heads with enable_gqa, non-empty
 // sequences, equal query and key head sizes, head sizes up to kMaxHeadSize, and a mask of at
 // most 4 dims that broadcasts to [batch, heads, queries, keys] (any floating dtype; a boolean
 // one reaches the kernel as an additive mask). A mask that requires grad is taken.
@@ -66,7 +66,12 @@ std::string outside_fused_attention(const sdp::sdp_params& p) {
     return "dtypes other than one of float32, float16, bfloat16";
   }
   if (q.sym_size(0) != k.sym_size(0) || q.sym_size(0) != v.sym_size(0)) return "unequal batch sizes";
-  if (q.sym_size(1) != k.sym_size(1) || q.sym_size(1) != v.sym_size(1)) return "unequal head counts";
+  // Grouped-query heads (fewer key and value heads, a divisor of the query heads) where the call
+  // asks for them: torch's composite passes key and value unrepeated, the kernel shares them.
+  if (k.sym_size(1) != v.sym_size(1) || k.sym_size(1) == 0) return "unequal key and value head counts";
+  if (q.sym_size(1) != k.sym_size(1) && !(p.enable_gqa && q.sym_size(1) % k.sym_size(1) == 0)) {
+    return "unequal head counts (grouped-query heads: enable_gqa and query heads a multiple of key heads)";
+  }
   if (k.sym_size(2) != v.sym_size(2)) return "key and value of unequal lengths";
   if (q.sym_size(2) == 0 || k.sym_size(2) == 0) return "an empty sequence";
   if (q.sym_size(3) != k.sym_size(3)) return "query and key head sizes unequal";
