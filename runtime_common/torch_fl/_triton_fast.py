@@ -63,11 +63,12 @@ def replayable_foreach(op: str) -> bool:
 # programs are recorded and replayed (csrc/src/triton_program_launch.cpp), and a kernel that does
 # anything else for a key (reads a value back, runs another op, launches outside FastKernel) is
 # seen doing it and never replayed for that key. The random family too: a replay reserves the
-# default generator's counters again (a call given a generator is never replayed). Not matmul
-# or linalg (autotuned launches, the matmul precision flags), fft or complex (compositions of
-# other chip ops).
+# default generator's counters again (a call given a generator is never replayed). The matmul and
+# linalg families too (fixed blocks, full-precision products: nothing but the key decides a
+# launch; a linalg kernel that reads a pivot or an info value back is seen doing it). Not fft or
+# complex (compositions of other chip ops).
 PROGRAM_FAMILIES = ("reductions", "softmax_norm", "rnn", "creation", "nn", "index", "gather", "select", "special",
-                    "random", "attention")
+                    "random", "attention", "matmul", "linalg")
 
 
 def replayable_program(op: str) -> bool:

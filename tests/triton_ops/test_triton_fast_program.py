@@ -1,5 +1,6 @@
 """torch_fl._triton_fast and csrc/src/triton_program_launch.cpp: the programs of reductions,
-softmax and the norms, the fused RNN cells and creation ops replayed from C++.
+softmax and the norms, the fused RNN cells, creation ops, matrix products and the other
+program families replayed from C++.
 
 Without a GPU the C++ side runs for real on the simulated NPU against a stand-in for the CUDA
 driver (a `libcuda.so.1` compiled here, first on LD_LIBRARY_PATH) with two float32 "kernels",
@@ -386,6 +387,10 @@ PROGRAM_CASES = {
     "gru cell": ("_thnn_fused_gru_cell",
                  lambda t: _A._thnn_fused_gru_cell(t((4, 48)), t((4, 48)), t((4, 16)), t((48,)), t((48,)))),
     "tril": ("tril", lambda t: torch.tril(t((33, 40)), 1)),
+    # the matmul family where nvgpu has no vendor kernel
+    "dot": ("dot", lambda t: torch.dot(t((300,)), t((300,)))),
+    "addmv": ("addmv", lambda t: torch.addmv(t((40,)), t((40, 33)), t((33,)), beta=0.5, alpha=2.0)),
+    "addbmm": ("addbmm", lambda t: torch.addbmm(t((17, 20)), t((3, 17, 9)), t((3, 9, 20)))),
     "triu_": ("triu_", lambda t: t((33, 40)).triu_(-2)),
 }
 
@@ -436,7 +441,8 @@ def test_program_replays_match_the_python_launch_and_native_cuda(dtype):
     voids = C._fast_program_voids()
     fronted_ops = {op for op, _ in PROGRAM_CASES.values() if op in after}
     # (softmax and log_softmax are nvgpu's vendor kernels: not fronted there)
-    assert {"sum.dim_IntList", "amax", "native_layer_norm", "native_layer_norm_backward", "tril"} <= fronted_ops
+    assert {"sum.dim_IntList", "amax", "native_layer_norm", "native_layer_norm_backward", "tril", "dot", "addmv",
+            "addbmm"} <= fronted_ops
     for op in sorted(fronted_ops):
         replayed = after[op]["replayed"] - before.get(op, {}).get("replayed", 0)
         assert replayed >= 2, (op, after[op], voids.get(op))
