@@ -316,10 +316,11 @@ int64_t fused_sdp_choice(cudaStream_t stream, const Tensor& query, const Tensor&
       cuda(query), cuda(key), cuda(value), cuda(attn_mask), dropout_p, is_causal, scale, enable_gqa));
   const auto math = static_cast<int64_t>(sdp::SDPBackend::math);
   if (choice == sdp::SDPBackend::efficient_attention) return static_cast<int64_t>(choice);
-  if (choice != sdp::SDPBackend::flash_attention || !at::globalContext().userEnabledMemEfficientSDP()) return math;
-  // Flash (CUDA's first choice for half types) is CUDA's alone in torch's composite: memory-
-  // efficient attention serves its calls, except where only flash can: grouped-query heads, and
-  // head sizes it pads (not a multiple of 8).
+  const bool cuda_only = choice == sdp::SDPBackend::flash_attention || choice == sdp::SDPBackend::cudnn_attention;
+  if (!cuda_only || !at::globalContext().userEnabledMemEfficientSDP()) return math;
+  // Flash and cuDNN attention (CUDA's first choices for half types; cuDNN's on Hopper) are CUDA's
+  // alone in torch's composite: memory-efficient attention serves their calls, except where only
+  // they can: grouped-query heads, and head sizes flash pads (not a multiple of 8).
   const bool same_heads = query.dim() == 4 && key.size(1) == query.size(1) && value.size(1) == query.size(1);
   const bool aligned = query.size(-1) % 8 == 0 && value.size(-1) % 8 == 0;
   return same_heads && aligned ? static_cast<int64_t>(sdp::SDPBackend::efficient_attention) : math;
