@@ -52,6 +52,13 @@ def _dot(a, b, LOW: tl.constexpr):
 
 
 @triton.jit
+def _tile(base, rows, rows_ok, row_stride, cols, cols_ok, col_stride):
+    """The [rows, cols] tile of a strided matrix at `base`, zero where a row or column is out."""
+    return tl.load(base + rows[:, None] * row_stride + cols[None, :] * col_stride,
+                   mask=rows_ok[:, None] & cols_ok[None, :], other=0.0)
+
+
+@triton.jit
 def _kept(seed, offset, rows, cols, S, keep):
     """Dropout's keep mask of scores (rows, cols) of one (batch, head): rows is bh * L + i."""
     counter = offset + rows * S + cols
@@ -82,8 +89,7 @@ def attention_fwd_kernel(Q, K, V, BIAS, O, LSE, SEED_OUT, OFFSET_OUT, H, GROUP, 
     offs_dv = tl.arange(0, BLOCK_DV)
     m_ok = offs_m < L
     rows = offs_m.to(tl.int64)
-    q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqm + offs_d[None, :] * sqd,
-                mask=m_ok[:, None] & (offs_d[None, :] < E), other=0.0)
+    q = _tile(Q + b * sqb + h * sqh, rows, m_ok, sqm, offs_d, offs_d < E, sqd)
     k_base = K + b * skb + (h // GROUP) * skh
     v_base = V + b * svb + (h // GROUP) * svh
     bias_base = BIAS + b * sbb + h * sbh + rows[:, None] * sbm
@@ -98,8 +104,7 @@ def attention_fwd_kernel(Q, K, V, BIAS, O, LSE, SEED_OUT, OFFSET_OUT, H, GROUP, 
         offs_n = start + tl.arange(0, BLOCK_N)
         n_ok = offs_n < S
         cols = offs_n.to(tl.int64)
-        kt = tl.load(k_base + cols[None, :] * skn + offs_d[:, None] * skd,
-                     mask=n_ok[None, :] & (offs_d[:, None] < E), other=0.0)
+        kt = _tile(k_base, offs_d, offs_d < E, skd, cols, n_ok, skn)
         s = _dot(q, kt, LOW) * qk_scale
         valid = m_ok[:, None] & n_ok[None, :]
         if HAS_BIAS:
@@ -114,8 +119,7 @@ def attention_fwd_kernel(Q, K, V, BIAS, O, LSE, SEED_OUT, OFFSET_OUT, H, GROUP, 
         l_i = l_i * alpha + tl.sum(p, 1)
         if DROPOUT:
             p = tl.where(_kept(seed, offset, bh * L + rows[:, None], cols[None, :], S, keep), p * drop_scale, 0.0)
-        v = tl.load(v_base + cols[:, None] * svn + offs_dv[None, :] * svd,
-                    mask=n_ok[:, None] & (offs_dv[None, :] < EV), other=0.0)
+        v = _tile(v_base, cols, n_ok, svn, offs_dv, offs_dv < EV, svd)
         if LOW:
             acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, LOW)
         else:
@@ -143,9 +147,8 @@ def attention_bwd_delta_kernel(O, DO, DELTA, H, L, EV, sob, soh, som, sod, sgb, 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_dv = tl.arange(0, BLOCK_DV)
     rows = offs_m.to(tl.int64)
-    ok = (offs_m < L)[:, None] & (offs_dv[None, :] < EV)
-    o = tl.load(O + b * sob + h * soh + rows[:, None] * som + offs_dv[None, :] * sod, mask=ok, other=0.0)
-    g = tl.load(DO + b * sgb + h * sgh + rows[:, None] * sgm + offs_dv[None, :] * sgd, mask=ok, other=0.0)
+    o = _tile(O + b * sob + h * soh, rows, offs_m < L, som, offs_dv, offs_dv < EV, sod)
+    g = _tile(DO + b * sgb + h * sgh, rows, offs_m < L, sgm, offs_dv, offs_dv < EV, sgd)
     tl.store(DELTA + bh * L + rows, tl.sum(o.to(tl.float32) * g.to(tl.float32), 1), mask=offs_m < L)
 
 
@@ -169,10 +172,8 @@ def attention_bwd_dkdv_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DK, DV, SEED, OFFSE
     offs_dv = tl.arange(0, BLOCK_DV)
     n_ok = offs_n < S
     cols = offs_n.to(tl.int64)
-    k = tl.load(K + b * skb + kh * skh + cols[:, None] * skn + offs_d[None, :] * skd,
-                mask=n_ok[:, None] & (offs_d[None, :] < E), other=0.0)
-    v = tl.load(V + b * svb + kh * svh + cols[:, None] * svn + offs_dv[None, :] * svd,
-                mask=n_ok[:, None] & (offs_dv[None, :] < EV), other=0.0)
+    k = _tile(K + b * skb + kh * skh, cols, n_ok, skn, offs_d, offs_d < E, skd)
+    v = _tile(V + b * svb + kh * svh, cols, n_ok, svn, offs_dv, offs_dv < EV, svd)
     seed = tl.load(SEED).to(tl.uint64, bitcast=True)
     offset = tl.load(OFFSET)
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
@@ -187,10 +188,8 @@ def attention_bwd_dkdv_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DK, DV, SEED, OFFSE
             offs_m = start + tl.arange(0, BLOCK_M)
             m_ok = offs_m < L
             rows = offs_m.to(tl.int64)
-            q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqm + offs_d[None, :] * sqd,
-                        mask=m_ok[:, None] & (offs_d[None, :] < E), other=0.0)
-            g = tl.load(DO + b * sgb + h * sgh + rows[:, None] * sgm + offs_dv[None, :] * sgd,
-                        mask=m_ok[:, None] & (offs_dv[None, :] < EV), other=0.0)
+            q = _tile(Q + b * sqb + h * sqh, rows, m_ok, sqm, offs_d, offs_d < E, sqd)
+            g = _tile(DO + b * sgb + h * sgh, rows, m_ok, sgm, offs_dv, offs_dv < EV, sgd)
             st = _dot(k, tl.trans(q), LOW) * qk_scale
             valid = n_ok[:, None] & m_ok[None, :]
             if HAS_BIAS:
@@ -243,10 +242,8 @@ def attention_bwd_dq_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DQ, DS, SEED, OFFSET,
     offs_dv = tl.arange(0, BLOCK_DV)
     m_ok = offs_m < L
     rows = offs_m.to(tl.int64)
-    q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqm + offs_d[None, :] * sqd,
-                mask=m_ok[:, None] & (offs_d[None, :] < E), other=0.0)
-    g = tl.load(DO + b * sgb + h * sgh + rows[:, None] * sgm + offs_dv[None, :] * sgd,
-                mask=m_ok[:, None] & (offs_dv[None, :] < EV), other=0.0)
+    q = _tile(Q + b * sqb + h * sqh, rows, m_ok, sqm, offs_d, offs_d < E, sqd)
+    g = _tile(DO + b * sgb + h * sgh, rows, m_ok, sgm, offs_dv, offs_dv < EV, sgd)
     lse = tl.load(LSE + bh * L + rows, mask=m_ok, other=float("inf")) * 1.4426950408889634
     delta = tl.load(DELTA + bh * L + rows, mask=m_ok, other=0.0)
     seed = tl.load(SEED).to(tl.uint64, bitcast=True)
@@ -259,10 +256,8 @@ def attention_bwd_dq_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DQ, DS, SEED, OFFSET,
         offs_n = start + tl.arange(0, BLOCK_N)
         n_ok = offs_n < S
         cols = offs_n.to(tl.int64)
-        k = tl.load(K + b * skb + (h // GROUP) * skh + cols[:, None] * skn + offs_d[None, :] * skd,
-                    mask=n_ok[:, None] & (offs_d[None, :] < E), other=0.0)
-        vt = tl.load(V + b * svb + (h // GROUP) * svh + cols[None, :] * svn + offs_dv[:, None] * svd,
-                     mask=n_ok[None, :] & (offs_dv[:, None] < EV), other=0.0)
+        k = _tile(K + b * skb + (h // GROUP) * skh, cols, n_ok, skn, offs_d, offs_d < E, skd)
+        vt = _tile(V + b * svb + (h // GROUP) * svh, offs_dv, offs_dv < EV, svd, cols, n_ok, svn)
         s = _dot(q, tl.trans(k), LOW) * qk_scale
         valid = m_ok[:, None] & n_ok[None, :]
         if HAS_BIAS:
