@@ -315,6 +315,32 @@ def test_adamw_with_replays_matches_the_cpu(mode, replayed_op):
     assert backend._C._fast_triton_stats()[replayed_op]["replayed"] >= before + 8
 
 
+@needs_nvgpu
+def test_optimizer_step_replays_never_wait_for_the_stream():
+    """AdamW (foreach) steps on nvgpu, their scalar lists new at every step (so a new launch table
+    is uploaded each time): no stream synchronisation in the steps, as on CUDA. The
+    tables' host buffers once came from CUDA's pinned allocator (torch's choice in a CUDA build),
+    which the chip's copy did not know as pinned: it waited for the stream at each upload."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 10)).to("nvgpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=True)
+    data, target = torch.randn(32, 64, device="nvgpu"), torch.randn(32, 10, device="nvgpu")
+    for _ in range(3):   # the keys recorded
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(data), target).backward()
+        opt.step()
+    torch.nvgpu.synchronize()
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(3):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(data), target).backward()
+            opt.step()
+    # (a device synchronisation is the profiler's own, when it stops)
+    waits = [e.name for e in prof.events() if "StreamSynchronize" in e.name]
+    assert waits == [], waits
+
+
 # The fused optimizers: case -> (the op, its arguments from parameter, gradient, two state lists and steps).
 FUSED_CASES = {
     "adamw": ("_fused_adamw_", lambda p, g, m, v, s: ((p, g, m, v, [], s), dict(

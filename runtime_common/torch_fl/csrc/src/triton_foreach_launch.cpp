@@ -20,8 +20,10 @@
 #include <torch_fl/cuda_launch.h>
 #include <torch_fl/triton_replay.h>
 #include <torch_fl/fallback.h>
+#include <torch_fl/host_allocator.h>
 #include <torch_fl/streams.h>
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DefaultDtype.h>
@@ -486,7 +488,12 @@ class FastForeachKernel final : public c10::OperatorKernel {
       if (entry.device == device.index() && entry.stream == stream && entry.rows == rows) return entry.table;
     }
     const int64_t count = static_cast<int64_t>(rows.size()) / kForeachRowFields;
-    at::Tensor host = at::empty({count, kForeachRowFields}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
+    // From the chip's own pinned allocator, which the copy below recognises (and records the copy
+    // with, instead of waiting for the stream). `pinned_memory(true)` would not do: in a CUDA build
+    // torch hands out CUDA's pinned memory whatever the accelerator (EmptyTensor.cpp), and each
+    // new table (an optimizer's scalar lists change every step) then synchronised the stream.
+    at::Tensor host(at::detail::empty_generic({count, kForeachRowFields}, &PinnedHostAllocator::instance(),
+                                              c10::DispatchKeySet(c10::DispatchKey::CPU), at::kLong, std::nullopt));
     std::memcpy(host.mutable_data_ptr(), rows.data(), rows.size() * sizeof(int64_t));
     at::Tensor table = at::empty({count, kForeachRowFields}, at::TensorOptions().dtype(at::kLong).device(device));
     table.copy_(host, /*non_blocking=*/true);
