@@ -131,7 +131,8 @@ Tensor& div_(simnpuStream_t s, Tensor& self, const Tensor& other) {
 Tensor relu(simnpuStream_t s, const Tensor& self) {
   const Tensor& like = check_devices("relu", {&self}, false);
   TORCH_CHECK(self.scalar_type() != at::kBool, "simnpu::relu: bool tensors are not supported");
-  Tensor out = alloc_like_meta(at::relu(meta(self)), like);
+  // Laid out as the input (relu has no C++ meta kernel: the vendor library runs without Python).
+  Tensor out = alloc_like_meta(at::empty_like(meta(self)), like);
   TMeta a = cap(self), o = cap(out);
   launch(s, "relu", [a, o] { write(o, at::relu(a.view())); });
   return out;
