@@ -7,7 +7,8 @@
 //   - a chip whose spec gives `_fused_sdp_choice` a vendor kernel: asks it, per call; its
 //     answer's kernels (`_scaled_dot_product_efficient_attention` and its backward, ...) run
 //     where the spec routes them. A flash answer is CUDA's own: torch's composite runs the
-//     CPU's flash kernel for any other device, so it becomes math.
+//     CPU's flash kernel for any other device. Where the vendor answers math (or flash), the
+//     chip's overrideable kernel serves the call if it has one and the call fits, else math.
 //   - any other chip: torch's overrideable fused attention
 //     (`_scaled_dot_product_fused_attention_overrideable`, the entry point torch keeps for
 //     out-of-tree devices) where the chip has a kernel for it (the Triton `attention` family,
@@ -91,17 +92,21 @@ std::string outside_fused_attention(const sdp::sdp_params& p) {
   return "";
 }
 
+// Why the chip's overrideable fused attention cannot serve a call, or "" when it can.
+std::string overrideable_unavailable(const sdp::sdp_params& params) {
+  if (!chip_has_kernel("aten::_scaled_dot_product_fused_attention_overrideable")) {
+    return "no kernel for _scaled_dot_product_fused_attention_overrideable";
+  }
+  std::string why = outside_fused_attention(params);
+  if (why.empty() && !at::globalContext().userEnabledOverrideableSDP()) why = "switched off (SDPBackend.OVERRIDEABLE)";
+  return why;
+}
+
 // The choice of a chip without a vendor kernel for `_fused_sdp_choice`.
 int64_t choice_without_a_vendor_kernel(const sdp::sdp_params& params) {
   const auto& context = at::globalContext();
-  std::string why = "no kernel for _scaled_dot_product_fused_attention_overrideable";
-  if (chip_has_kernel("aten::_scaled_dot_product_fused_attention_overrideable")) {
-    why = outside_fused_attention(params);
-    if (why.empty()) {
-      if (context.userEnabledOverrideableSDP()) return kOverrideable;
-      why = "switched off (SDPBackend.OVERRIDEABLE)";
-    }
-  }
+  const std::string why = overrideable_unavailable(params);
+  if (why.empty()) return kOverrideable;
   TORCH_CHECK(context.userEnabledMathSDP(), "scaled_dot_product_attention on ", params.query.device(),
               ": no backend left. The math decomposition is switched off (torch.nn.attention.sdpa_kernel or "
               "torch.backends.cuda.enable_math_sdp), and the chip's fused attention does not apply: ", why, ".");
@@ -115,7 +120,12 @@ int64_t chip_attention_choice(const at::Tensor& query, const at::Tensor& key, co
     const int64_t choice =
         at::_fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
     // Flash on a device other than CUDA is the CPU's kernel in torch's composite: never the chip's.
-    return choice == static_cast<int64_t>(sdp::SDPBackend::flash_attention) ? kMath : choice;
+    if (choice != kMath && choice != static_cast<int64_t>(sdp::SDPBackend::flash_attention)) return choice;
+    // The vendor has no fused kernel for the call (grouped-query heads, say): the chip's
+    // overrideable one (the Triton family's) serves it where it can, before the decomposition.
+    const bool overrideable =
+        overrideable_unavailable({query, key, value, attn_mask, dropout_p, is_causal, enable_gqa}).empty();
+    return overrideable ? kOverrideable : kMath;
   }
   return choice_without_a_vendor_kernel({query, key, value, attn_mask, dropout_p, is_causal, enable_gqa});
 }
