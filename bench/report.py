@@ -23,6 +23,7 @@ COMMANDS = {
     "collectives_all_reduce": "python bench/collectives.py --chip {chip} --ranks {ranks} --iters {iters}",
     "models_train_step": "python bench/models.py --chip {chip} --native {native} --size {size} --models {models} "
                          "--precision {precisions} --optimizer {optimizers} --steps {steps} --warmup {warmup}{compile}",
+    "attention": "python bench/attention.py --chip {chip} --native {native}",
     "step_parts": "python bench/step_parts.py --device {device} --model {model} --size {size}{compile}",
 }
 
@@ -209,6 +210,21 @@ def step_parts(r: dict) -> list[str]:
     return lines
 
 
+def attention(r: dict) -> list[str]:
+    n = r["native"]
+    out = [f"Triton `attention` family (called directly on {r['chip']} tensors) against {n}'s memory-efficient "
+           "attention; milliseconds per call, host launch included.", "",
+           f"| case | Triton fwd | {n} fwd | Triton fwd+bwd | {n} fwd+bwd | ratio (fwd+bwd) |", "|---|---|---|---|---|---|"]
+    ratios = []
+    for name, v in r["results"].items():
+        ratios.append(v["triton_fwd_bwd_ms"] / v["native_fwd_bwd_ms"])
+        out.append(f"| {name} | {_fmt(v['triton_fwd_ms'])} | {_fmt(v['native_fwd_ms'])} | "
+                   f"{_fmt(v['triton_fwd_bwd_ms'])} | {_fmt(v['native_fwd_bwd_ms'])} | {ratios[-1]:.2f} |")
+    ratios.sort()
+    out += ["", f"Ratio median {ratios[len(ratios) // 2]:.2f}, worst {ratios[-1]:.2f}."]
+    return out
+
+
 def _short(kernel: str, width: int = 90) -> str:
     """A kernel's name cut to a table cell (C++ template names run to hundreds of characters)."""
     kernel = kernel.replace("|", "/")
@@ -223,6 +239,7 @@ SECTIONS = [
     ("build_times", "`torchfl-gen build` times", builds),
     ("collectives_all_reduce", "all_reduce bus bandwidth: collective library vs gloo staging ({chip})", collectives),
     ("models_train_step", "Real-model training steps ({chip} vs {native})", models),
+    ("attention", "Fused attention: Triton kernels vs native ({chip} vs {native})", attention),
     ("step_parts", "Where a training step's host time goes ({device}, {model})", step_parts),
 ]
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the nvgpu backend on a CUDA machine, runs its generated suite, then the
 # benchmarks. Usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]
-# Stages: setup build install test random collectives coexist compile composite fast native triton bench sweep models npu
-# (default: all but install, collectives, coexist, compile, composite, sweep, models and npu;
+# Stages: setup build install test random collectives coexist compile composite fast attention native triton bench sweep models npu
+# (default: all but install, collectives, coexist, compile, composite, attention, sweep, models and npu;
 # install is a plain build, for a run that needs the backend but not the build times). Logs and results JSON land in OUTDIR.
 set -u
 out=${1:?usage: scripts/nvgpu_device_run.sh OUTDIR [STAGE...]}
@@ -129,6 +129,14 @@ if has fast; then
   PYTHONPATH=tests${PYTHONPATH:+:$PYTHONPATH} timeout "${FAST_TIMEOUT:-300}" python3 -m pytest --noconftest tests/triton_ops/test_triton_fast.py \
     tests/triton_ops/test_triton_fast_foreach.py tests/triton_ops/test_triton_fast_program.py -k "not npu" -q \
     -p no:cacheprovider -rfs 2>&1 | tee "$out/fast.log"
+  pack
+fi
+
+if has attention; then
+  # The Triton attention family against CUDA's memory-efficient kernel (ATTENTION_ARGS: --tune
+  # times the float32 blocks first).
+  timeout "${ATTENTION_TIMEOUT:-240}" python3 bench/attention.py --chip nvgpu --native cuda ${ATTENTION_ARGS:-} \
+    --out "$out/attention-nvgpu.json" 2>&1 | tee "$out/attention.log"
   pack
 fi
 

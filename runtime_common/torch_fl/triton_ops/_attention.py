@@ -68,6 +68,16 @@ def _kept(seed, offset, rows, cols, S, keep):
     return (r0 >> 8).to(tl.float32) * (1.0 / 16777216.0) < keep
 
 
+@triton.jit
+def _query_block(H, L, BLOCK_M: tl.constexpr):
+    """This program's block of queries of one (batch, head): the block's index, bh (batch * H +
+    head), batch, head, the query indices (and as int64, for addresses) and which are in range."""
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    return pid_m, bh, bh // H, bh % H, offs_m, offs_m.to(tl.int64), offs_m < L
+
+
 @triton.jit(do_not_specialize=["seed_lo", "seed_hi", "offset"])
 def attention_fwd_kernel(Q, K, V, BIAS, O, LSE, SEED_OUT, OFFSET_OUT, H, GROUP, L, S, E, EV,
                          sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
@@ -80,15 +90,9 @@ def attention_fwd_kernel(Q, K, V, BIAS, O, LSE, SEED_OUT, OFFSET_OUT, H, GROUP, 
     each row (natural log; +inf for a fully masked row). qk_scale: the softmax scale times
     log2(e) (the kernel works in base 2). GROUP query heads share a key and value head (grouped
     query attention; 1: one each)."""
-    pid_m = tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
-    b = bh // H
-    h = bh % H
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    pid_m, bh, b, h, offs_m, rows, m_ok = _query_block(H, L, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
-    m_ok = offs_m < L
-    rows = offs_m.to(tl.int64)
     q = _tile(Q + b * sqb + h * sqh, rows, m_ok, sqm, offs_d, offs_d < E, sqd)
     k_base = K + b * skb + (h // GROUP) * skh
     v_base = V + b * svb + (h // GROUP) * svh
@@ -140,16 +144,11 @@ def attention_fwd_kernel(Q, K, V, BIAS, O, LSE, SEED_OUT, OFFSET_OUT, H, GROUP, 
 def attention_bwd_delta_kernel(O, DO, DELTA, H, L, EV, sob, soh, som, sod, sgb, sgh, sgm, sgd,
                                BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr):
     """DELTA[bh, i] = sum_d O[i, d] * dO[i, d] (float32): the softmax backward's row term."""
-    pid_m = tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
-    b = bh // H
-    h = bh % H
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    _, bh, b, h, _, rows, m_ok = _query_block(H, L, BLOCK_M)
     offs_dv = tl.arange(0, BLOCK_DV)
-    rows = offs_m.to(tl.int64)
-    o = _tile(O + b * sob + h * soh, rows, offs_m < L, som, offs_dv, offs_dv < EV, sod)
-    g = _tile(DO + b * sgb + h * sgh, rows, offs_m < L, sgm, offs_dv, offs_dv < EV, sgd)
-    tl.store(DELTA + bh * L + rows, tl.sum(o.to(tl.float32) * g.to(tl.float32), 1), mask=offs_m < L)
+    o = _tile(O + b * sob + h * soh, rows, m_ok, som, offs_dv, offs_dv < EV, sod)
+    g = _tile(DO + b * sgb + h * sgh, rows, m_ok, sgm, offs_dv, offs_dv < EV, sgd)
+    tl.store(DELTA + bh * L + rows, tl.sum(o.to(tl.float32) * g.to(tl.float32), 1), mask=m_ok)
 
 
 @triton.jit
@@ -233,15 +232,9 @@ def attention_bwd_dq_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DQ, DS, SEED, OFFSET,
     """dQ of one block of queries of one (batch, head); with WRITE_DS also the scores'
     gradient (the additive mask's, before broadcasting) into DS, contiguous [B, H, L, S]
     float32, every element written."""
-    pid_m = tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
-    b = bh // H
-    h = bh % H
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    pid_m, bh, b, h, offs_m, rows, m_ok = _query_block(H, L, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
-    m_ok = offs_m < L
-    rows = offs_m.to(tl.int64)
     q = _tile(Q + b * sqb + h * sqh, rows, m_ok, sqm, offs_d, offs_d < E, sqd)
     g = _tile(DO + b * sgb + h * sgh, rows, m_ok, sgm, offs_dv, offs_dv < EV, sgd)
     lse = tl.load(LSE + bh * L + rows, mask=m_ok, other=float("inf")) * 1.4426950408889634
@@ -281,21 +274,35 @@ def attention_bwd_dq_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DQ, DS, SEED, OFFSET,
 
 
 # ------------------------------------------------------------------ launching --
-def _blocks(d: int, backward: bool) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_N, num_warps) for a head of d (padded) elements: register tiles of a
-    GPU's program; the interpreter runs the same blocks as NumPy arrays."""
-    if d <= 64:
-        return (64, 64, 4) if backward else (128, 64, 8)
-    if d <= 128:
-        return (64, 32, 4) if backward else (128, 32, 8)
-    return (32, 32, 4) if backward else (64, 32, 4)
+# Each kernel's (BLOCK_M, BLOCK_N, num_warps, num_stages) by the largest head size it takes
+# (query or value, padded): a GPU program's register tiles; the interpreter runs the same
+# blocks as NumPy arrays, no wider than the sequences. Every entry is one ptxas (sm_90)
+# compiles without spilling registers to local memory (a few hundred bytes at most with a mask and
+# dropout): a spilling block runs several times slower (float32 causal attention took 8.5 ms
+# where full took 2.8 ms, ptxas having kept 32 registers and 8 KB of stack a thread). Half
+# types multiply on tensor cores, their operands in shared memory. float32 multiplies in full
+# precision: FMA loops whose operands a thread holds in registers, a row and a column per
+# product, so its blocks are smaller (bench/attention.py --tune times them).
+_HALF_BLOCKS = {
+    "fwd": {64: (128, 64, 8, 3), 128: (128, 32, 8, 3), 256: (64, 32, 8, 3)},
+    "dkdv": {64: (64, 64, 8, 3), 128: (64, 32, 8, 3), 256: (32, 32, 8, 3)},
+    "dq": {64: (64, 64, 4, 3), 128: (64, 32, 4, 3), 256: (32, 32, 8, 3)},
+}
+_FLOAT_BLOCKS = {
+    "fwd": {64: (64, 32, 8, 2), 128: (64, 32, 8, 2), 256: (32, 32, 8, 2)},
+    "dkdv": {64: (32, 32, 8, 2), 128: (16, 32, 8, 2), 256: (16, 16, 8, 2)},
+    "dq": {64: (64, 32, 8, 2), 128: (32, 32, 8, 2), 256: (32, 16, 8, 2)},
+}
+_DELTA_ELEMENTS = 4096  # the row-sum launch: rows times value head size per program
 
 
-def _launch_options(dtype, warps: int) -> dict:
-    """num_warps, and two pipeline stages for float32: its tiles, twice a half type's, take
-    up to 220 KB of shared memory with Triton's default three (sm_90 allows 227 KB, sm_80
-    164 KB); two stay under 150 KB."""
-    return {"num_warps": warps, "num_stages": 2 if dtype == torch.float32 else 3}
+def _blocks(kernel: str, dtype, head: int, length: int, keys: int) -> tuple[int, int, dict]:
+    """(BLOCK_M, BLOCK_N, launch options) of `kernel` for heads of up to `head` elements."""
+    table = (_FLOAT_BLOCKS if dtype == torch.float32 else _HALF_BLOCKS)[kernel]
+    bm, bn, warps, stages = table[min(size for size in table if size >= head)]
+    if _launch.interpreting():  # the interpreter's cost is per program: no wider than the sequences
+        bm, bn = min(bm, max(16, next_power_of_2(length))), min(bn, max(16, next_power_of_2(keys)))
+    return bm, bn, {"num_warps": warps, "num_stages": stages}
 
 
 def _four_d(query, key, value):
@@ -377,17 +384,15 @@ def fused_attention(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=
     # reserves them again, from the same generator.
     seed, offset = philox_seed_offset(None, q.device, b * h * length * keys if dropout else 0)
     if b * h and length:
-        bm, bn, warps = _blocks(max(e, ev), False)
+        bm, bn, options = _blocks("fwd", q.dtype, max(e, ev), length, keys)
         bd, bdv = max(next_power_of_2(e), 16), max(next_power_of_2(ev), 16)
-        if _launch.interpreting():  # the interpreter's cost is per program: no wider than the sequences
-            bm, bn = min(bm, max(16, next_power_of_2(length))), min(bn, max(16, next_power_of_2(keys)))
         bb = bias if bias is not None else q
         attention_fwd_kernel[(cdiv(length, bm), b * h)](
             q, k, v, bb, o, lse, seed_out, offset_out, h, h // k.shape[1], length, keys, e, ev, *q.stride(),
             *k.stride(), *v.stride(),
             *bb.stride(), *o.stride(), _scale(scale, e) * LOG2E, keep, drop_scale, seed & 0xFFFFFFFF, seed >> 32,
             offset, HAS_BIAS=bias is not None, CAUSAL=bool(is_causal), DROPOUT=dropout, LOW=_low(q.dtype),
-            ODT=dtype_code(q.dtype), BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, **_launch_options(q.dtype, warps))
+            ODT=dtype_code(q.dtype), BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, **options)
     return out, lse, None, None, length, keys, seed_out, offset_out, None
 
 
@@ -406,9 +411,6 @@ def fused_attention_backward(grad_out, query, key, value, attn_bias, grad_input_
     ds = empty((b, h, length, keys), torch.float32, q.device) if want_bias else None
     dropout, keep, drop_scale = _dropout(dropout_p)
     bd, bdv = max(next_power_of_2(e), 16), max(next_power_of_2(ev), 16)
-    bm, bn, warps = _blocks(max(e, ev), True)
-    if _launch.interpreting():
-        bm, bn = min(bm, max(16, next_power_of_2(length))), min(bn, max(16, next_power_of_2(keys)))
     sm_scale = _scale(scale, e)
     bb = bias if bias is not None else q
     flags = dict(HAS_BIAS=bias is not None, CAUSAL=bool(is_causal), DROPOUT=dropout, LOW=_low(q.dtype))
@@ -416,20 +418,23 @@ def fused_attention_backward(grad_out, query, key, value, attn_bias, grad_input_
               *g.stride())
     if b * h and length:
         delta = empty((b, h, length), torch.float32, q.device)
-        attention_bwd_delta_kernel[(cdiv(length, bm), b * h)](o, g, delta, h, length, ev, *o.stride(), *g.stride(),
-                                                              BLOCK_M=bm, BLOCK_DV=bdv)
+        rows = _DELTA_ELEMENTS // bdv
+        attention_bwd_delta_kernel[(cdiv(length, rows), b * h)](
+            o, g, delta, h, length, ev, *o.stride(), *g.stride(), BLOCK_M=rows, BLOCK_DV=bdv)
     else:
         delta = logsumexp  # never read: no queries
     if b * h and keys:
+        bm, bn, options = _blocks("dkdv", q.dtype, max(e, ev), length, keys)
         attention_bwd_dkdv_kernel[(cdiv(keys, bn), b * k.shape[1])](
             q, k, v, bb, g, logsumexp, delta, dk, dv, philox_seed, philox_offset, *common, *dk.stride(), *dv.stride(),
             sm_scale * LOG2E, sm_scale, keep, drop_scale, **flags, KDT=dtype_code(k.dtype), VDT=dtype_code(v.dtype),
-            BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, **_launch_options(q.dtype, warps))
+            BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, **options)
     if b * h and length:
+        bm, bn, options = _blocks("dq", q.dtype, max(e, ev), length, keys)
         attention_bwd_dq_kernel[(cdiv(length, bm), b * h)](
             q, k, v, bb, g, logsumexp, delta, dq, ds if ds is not None else delta, philox_seed, philox_offset,
             *common, *dq.stride(), sm_scale * LOG2E, sm_scale, keep, drop_scale, **flags, WRITE_DS=want_bias,
-            QDT=dtype_code(q.dtype), BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, **_launch_options(q.dtype, warps))
+            QDT=dtype_code(q.dtype), BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, **options)
     grad_bias = _bias_grad(ds, attn_bias) if want_bias else None
     return grads[0], grads[1], grads[2], grad_bias
 
