@@ -9,7 +9,7 @@ call, host launch included, the device drained before and after a run of calls.
 
   python bench/attention.py --chip nvgpu --native cuda --out bench/results/h100/attention-nvgpu.json
 
---tune times candidate blocks of the float32 kernels (triton_ops/_attention.py, _FLOAT_BLOCKS)
+--tune times candidate blocks of the float32 kernels (triton_ops/_attention.py, _BLOCKS)
 and prints the fastest per kernel and head size: how that table was chosen.
 """
 from __future__ import annotations
@@ -27,14 +27,25 @@ SHAPES = {
     "Llama-style 4x32x1024x128": (4, 32, 1024, 128),
     "long 2x8x4096x64": (2, 8, 4096, 64),
 }
-# Spill-free float32 blocks on sm_90 (ptxas, no local memory), by kernel and head size.
+# Candidate float32 blocks by how float32 multiplies (_attention._float_dot), kernel and head
+# size: ones ptxas (sm_90) compiles without spilling more than a few hundred bytes.
 FLOAT_CANDIDATES = {
-    "fwd": {64: [(64, 32, 8, 2), (128, 16, 8, 2), (32, 32, 4, 2), (32, 64, 8, 2), (64, 16, 4, 2), (64, 32, 8, 3)],
-            128: [(64, 32, 8, 2), (32, 32, 8, 2), (64, 16, 8, 2), (32, 64, 8, 2), (16, 32, 8, 2)]},
-    "dkdv": {64: [(32, 32, 8, 2), (16, 64, 8, 2), (32, 16, 8, 2), (16, 32, 4, 2), (32, 32, 8, 3)],
-             128: [(16, 32, 8, 2), (32, 32, 8, 2), (32, 16, 8, 2), (16, 16, 4, 2)]},
-    "dq": {64: [(64, 32, 8, 2), (32, 32, 8, 2), (32, 32, 4, 2), (128, 16, 8, 2), (64, 16, 8, 2)],
-           128: [(32, 32, 8, 2), (64, 16, 8, 2), (32, 16, 8, 2), (16, 32, 8, 2)]},
+    "tf32x3": {
+        "fwd": {64: [(128, 32, 8, 2), (64, 64, 4, 2), (64, 32, 4, 2), (128, 64, 8, 2)],
+                128: [(128, 32, 8, 2), (64, 32, 4, 2)]},
+        "dkdv": {64: [(64, 32, 8, 2), (32, 32, 8, 2), (32, 64, 8, 2), (32, 32, 4, 2)],
+                 128: [(32, 32, 8, 2), (64, 32, 8, 2), (32, 16, 4, 2)]},
+        "dq": {64: [(64, 32, 4, 2), (64, 32, 8, 2), (32, 64, 4, 2), (64, 64, 4, 2)],
+               128: [(64, 32, 8, 2), (32, 32, 4, 2), (64, 32, 4, 2)]},
+    },
+    "ieee": {
+        "fwd": {64: [(64, 32, 8, 2), (128, 16, 8, 2), (32, 32, 4, 2), (32, 64, 8, 2)],
+                128: [(64, 32, 8, 2), (32, 32, 8, 2), (64, 16, 8, 2)]},
+        "dkdv": {64: [(32, 32, 8, 2), (16, 64, 8, 2), (32, 16, 8, 2)],
+                 128: [(16, 32, 8, 2), (32, 32, 8, 2), (32, 16, 8, 2)]},
+        "dq": {64: [(64, 32, 8, 2), (32, 32, 8, 2), (128, 16, 8, 2)],
+               128: [(32, 32, 8, 2), (64, 16, 8, 2), (16, 32, 8, 2)]},
+    },
 }
 
 
@@ -116,19 +127,20 @@ def tune(chip: str, native: str) -> dict:
 
     from torch_fl.triton_ops import _attention
 
-    best = {}
+    mode = _attention._float_dot()
+    best = {"float32 products": mode}
     for head in (64, 128):
         shape = (8, 12, 512, head) if head == 64 else (4, 16, 1024, head)
         cases = [Case(shape, torch.float32, causal, chip, native) for causal in (False, True)]
-        for kernel, candidates in FLOAT_CANDIDATES.items():
+        for kernel, candidates in FLOAT_CANDIDATES[mode].items():
             timings = {}
             for blocks in candidates[head]:
-                _attention._FLOAT_BLOCKS[kernel][head] = blocks
+                _attention._BLOCKS[mode][kernel][head] = blocks
                 run = "triton_forward" if kernel == "fwd" else "triton_both"
                 timings[str(blocks)] = sum(per_call(getattr(c, run), chip, 0.1) for c in cases) * 1e3
                 print(f"# {kernel} head {head} {blocks}: {timings[str(blocks)]:.3f} ms", file=sys.stderr)
             fastest = min(timings, key=timings.get)
-            _attention._FLOAT_BLOCKS[kernel][head] = tuple(int(x) for x in fastest.strip("()").split(","))
+            _attention._BLOCKS[mode][kernel][head] = tuple(int(x) for x in fastest.strip("()").split(","))
             best[f"{kernel} head {head}"] = {"fastest": fastest, "ms": timings}
     for c in cases:
         c.check()   # the tuned table still gives the right answer
@@ -145,7 +157,9 @@ def main(argv=None):
 
     if not _common.chip_available(args.chip):
         sys.exit(f"bench/attention.py: chip {args.chip} is not available")
-    record = {"chip": args.chip, "native": args.native, "results": {}}
+    from torch_fl.triton_ops import _attention
+
+    record = {"chip": args.chip, "native": args.native, "float32_products": _attention._float_dot(), "results": {}}
     if args.tune:
         record["tuning"] = tune(args.chip, args.native)
     rows = []

@@ -20,10 +20,12 @@ family draws: element (b, h, i, j) uses counter offset + ((b * H + h) * L + i) *
 forward stores the seed and offset it used in `philox_seed` / `philox_offset` (chip tensors) for
 the backward to draw the same mask. Half types multiply in their own dtype with float32
 accumulation (float32 products under the interpreter, whose half arithmetic is not exact);
-float32 multiplies in full float32, never TF32.
+float32 as CUDA's own fused attention does where the target has tensor cores (three TF32
+products, within about 1e-6 of full float32: `_float_dot`), else in full float32; never TF32.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable
 
@@ -43,12 +45,13 @@ _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 @triton.jit
-def _dot(a, b, LOW: tl.constexpr):
-    """a @ b accumulated in float32: half operands as they are (LOW), else float32 exactly."""
-    if LOW:
+def _dot(a, b, DOT: tl.constexpr):
+    """a @ b accumulated in float32: half operands as they are (DOT "low"), else float32
+    products at input precision DOT ("ieee", "tf32x3": _float_dot)."""
+    if DOT == "low":
         return tl.dot(a, b)
     else:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=DOT)
 
 
 @triton.jit
@@ -83,7 +86,7 @@ def attention_fwd_kernel(Q, K, V, BIAS, O, LSE, SEED_OUT, OFFSET_OUT, H, GROUP, 
                          sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
                          sbb, sbh, sbm, sbn, sob, soh, som, sod,
                          qk_scale, keep, drop_scale, seed_lo, seed_hi, offset,
-                         HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, LOW: tl.constexpr,
+                         HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, DOT: tl.constexpr,
                          ODT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                          BLOCK_DV: tl.constexpr):
     """One block of queries of one (batch, head) against its keys: O and the log-sum-exp of
@@ -109,7 +112,7 @@ def attention_fwd_kernel(Q, K, V, BIAS, O, LSE, SEED_OUT, OFFSET_OUT, H, GROUP, 
         n_ok = offs_n < S
         cols = offs_n.to(tl.int64)
         kt = _tile(k_base, offs_d, offs_d < E, skd, cols, n_ok, skn)
-        s = _dot(q, kt, LOW) * qk_scale
+        s = _dot(q, kt, DOT) * qk_scale
         valid = m_ok[:, None] & n_ok[None, :]
         if HAS_BIAS:
             s += tl.load(bias_base + cols[None, :] * sbn, mask=valid, other=0.0).to(tl.float32) * 1.4426950408889634
@@ -124,10 +127,10 @@ def attention_fwd_kernel(Q, K, V, BIAS, O, LSE, SEED_OUT, OFFSET_OUT, H, GROUP, 
         if DROPOUT:
             p = tl.where(_kept(seed, offset, bh * L + rows[:, None], cols[None, :], S, keep), p * drop_scale, 0.0)
         v = _tile(v_base, cols, n_ok, svn, offs_dv, offs_dv < EV, svd)
-        if LOW:
-            acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, LOW)
+        if DOT == "low":
+            acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, DOT)
         else:
-            acc = acc * alpha[:, None] + _dot(p, v, LOW)
+            acc = acc * alpha[:, None] + _dot(p, v, DOT)
         m_i = m_new
     filled = l_i > 0.0
     o = acc / tl.where(filled, l_i, 1.0)[:, None]
@@ -157,7 +160,7 @@ def attention_bwd_dkdv_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DK, DV, SEED, OFFSE
                               sbb, sbh, sbm, sbn, sgb, sgh, sgm, sgd,
                               sdkb, sdkh, sdkn, sdkd, sdvb, sdvh, sdvn, sdvd,
                               qk_scale, sm_scale, keep, drop_scale,
-                              HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, LOW: tl.constexpr,
+                              HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, DOT: tl.constexpr,
                               KDT: tl.constexpr, VDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                               BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
     """dK and dV of one block of keys of one (batch, key head), over every query of the GROUP
@@ -189,7 +192,7 @@ def attention_bwd_dkdv_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DK, DV, SEED, OFFSE
             rows = offs_m.to(tl.int64)
             q = _tile(Q + b * sqb + h * sqh, rows, m_ok, sqm, offs_d, offs_d < E, sqd)
             g = _tile(DO + b * sgb + h * sgh, rows, m_ok, sgm, offs_dv, offs_dv < EV, sgd)
-            st = _dot(k, tl.trans(q), LOW) * qk_scale
+            st = _dot(k, tl.trans(q), DOT) * qk_scale
             valid = n_ok[:, None] & m_ok[None, :]
             if HAS_BIAS:
                 st += tl.load(BIAS + b * sbb + h * sbh + rows[None, :] * sbm + cols[:, None] * sbn, mask=valid,
@@ -198,23 +201,23 @@ def attention_bwd_dkdv_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DK, DV, SEED, OFFSE
                 valid = valid & (offs_n[:, None] <= offs_m[None, :])
             lse = tl.load(LSE + bh * L + rows, mask=m_ok, other=float("inf")) * 1.4426950408889634
             pt = tl.where(valid, tl.exp2(st - lse[None, :]), 0.0)
-            dpt = _dot(v, tl.trans(g), LOW)
+            dpt = _dot(v, tl.trans(g), DOT)
             if DROPOUT:
                 kept = _kept(seed, offset, bh * L + rows[None, :], cols[:, None], S, keep)
                 pdt = tl.where(kept, pt * drop_scale, 0.0)
                 dpt = tl.where(kept, dpt * drop_scale, 0.0)
             else:
                 pdt = pt
-            if LOW:
-                dv += _dot(pdt.to(g.dtype), g, LOW)
+            if DOT == "low":
+                dv += _dot(pdt.to(g.dtype), g, DOT)
             else:
-                dv += _dot(pdt, g, LOW)
+                dv += _dot(pdt, g, DOT)
             delta = tl.load(DELTA + bh * L + rows, mask=m_ok, other=0.0)
             dst = pt * (dpt - delta[None, :])
-            if LOW:
-                dk += _dot(dst.to(q.dtype), q, LOW)
+            if DOT == "low":
+                dk += _dot(dst.to(q.dtype), q, DOT)
             else:
-                dk += _dot(dst, q, LOW)
+                dk += _dot(dst, q, DOT)
     tl.store(DK + b * sdkb + kh * sdkh + cols[:, None] * sdkn + offs_d[None, :] * sdkd, _to_odt(dk * sm_scale, KDT),
              mask=n_ok[:, None] & (offs_d[None, :] < E))
     tl.store(DV + b * sdvb + kh * sdvh + cols[:, None] * sdvn + offs_dv[None, :] * sdvd, _to_odt(dv, VDT),
@@ -226,7 +229,7 @@ def attention_bwd_dq_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DQ, DS, SEED, OFFSET,
                             sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
                             sbb, sbh, sbm, sbn, sgb, sgh, sgm, sgd, sdqb, sdqh, sdqm, sdqd,
                             qk_scale, sm_scale, keep, drop_scale,
-                            HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, LOW: tl.constexpr,
+                            HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, DOT: tl.constexpr,
                             WRITE_DS: tl.constexpr, QDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                             BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
     """dQ of one block of queries of one (batch, head); with WRITE_DS also the scores'
@@ -251,7 +254,7 @@ def attention_bwd_dq_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DQ, DS, SEED, OFFSET,
         cols = offs_n.to(tl.int64)
         k = _tile(K + b * skb + (h // GROUP) * skh, cols, n_ok, skn, offs_d, offs_d < E, skd)
         vt = _tile(V + b * svb + (h // GROUP) * svh, offs_dv, offs_dv < EV, svd, cols, n_ok, svn)
-        s = _dot(q, tl.trans(k), LOW) * qk_scale
+        s = _dot(q, tl.trans(k), DOT) * qk_scale
         valid = m_ok[:, None] & n_ok[None, :]
         if HAS_BIAS:
             s += tl.load(BIAS + b * sbb + h * sbh + rows[:, None] * sbm + cols[None, :] * sbn, mask=valid,
@@ -259,46 +262,71 @@ def attention_bwd_dq_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DQ, DS, SEED, OFFSET,
         if CAUSAL:
             valid = valid & (offs_n[None, :] <= offs_m[:, None])
         p = tl.where(valid, tl.exp2(s - lse[:, None]), 0.0)
-        dp = _dot(g, vt, LOW)
+        dp = _dot(g, vt, DOT)
         if DROPOUT:
             dp = tl.where(_kept(seed, offset, bh * L + rows[:, None], cols[None, :], S, keep), dp * drop_scale, 0.0)
         ds = p * (dp - delta[:, None])
         if WRITE_DS:
             tl.store(DS + (bh * L + rows[:, None]) * S + cols[None, :], ds, mask=m_ok[:, None] & n_ok[None, :])
-        if LOW:
-            dq += _dot(ds.to(k.dtype), k, LOW)
+        if DOT == "low":
+            dq += _dot(ds.to(k.dtype), k, DOT)
         else:
-            dq += _dot(ds, k, LOW)
+            dq += _dot(ds, k, DOT)
     tl.store(DQ + b * sdqb + h * sdqh + rows[:, None] * sdqm + offs_d[None, :] * sdqd, _to_odt(dq * sm_scale, QDT),
              mask=m_ok[:, None] & (offs_d[None, :] < E))
 
 
 # ------------------------------------------------------------------ launching --
-# Each kernel's (BLOCK_M, BLOCK_N, num_warps, num_stages) by the largest head size it takes
-# (query or value, padded): a GPU program's register tiles; the interpreter runs the same
-# blocks as NumPy arrays, no wider than the sequences. Every entry is one ptxas (sm_90)
-# compiles without spilling registers to local memory (a few hundred bytes at most with a mask and
-# dropout): a spilling block runs several times slower (float32 causal attention took 8.5 ms
-# where full took 2.8 ms, ptxas having kept 32 registers and 8 KB of stack a thread). Half
-# types multiply on tensor cores, their operands in shared memory. float32 multiplies in full
-# precision: FMA loops whose operands a thread holds in registers, a row and a column per
-# product, so its blocks are smaller (bench/attention.py --tune times them).
-_HALF_BLOCKS = {
-    "fwd": {64: (128, 64, 8, 3), 128: (128, 32, 8, 3), 256: (64, 32, 8, 3)},
-    "dkdv": {64: (64, 64, 8, 3), 128: (64, 32, 8, 3), 256: (32, 32, 8, 3)},
-    "dq": {64: (64, 64, 4, 3), 128: (64, 32, 4, 3), 256: (32, 32, 8, 3)},
-}
-_FLOAT_BLOCKS = {
-    "fwd": {64: (64, 32, 8, 2), 128: (64, 32, 8, 2), 256: (32, 32, 8, 2)},
-    "dkdv": {64: (32, 32, 8, 2), 128: (16, 32, 8, 2), 256: (16, 16, 8, 2)},
-    "dq": {64: (64, 32, 8, 2), 128: (32, 32, 8, 2), 256: (32, 16, 8, 2)},
+# Each kernel's (BLOCK_M, BLOCK_N, num_warps, num_stages) by how it multiplies (DOT) and the
+# largest head size it takes (query or value, padded): a GPU program's register tiles. Every
+# entry is one ptxas (sm_90) compiles without spilling registers to local memory (a few hundred
+# bytes at most with a mask and dropout): a spilling block runs several times slower (float32
+# causal attention took 8.5 ms where full took 2.8 ms, ptxas having kept 32 registers and 8 KB
+# of stack a thread). Tensor-core products ("low", "tf32x3") keep their operands in shared
+# memory; FMA products ("ieee") hold a row and a column per product in registers, so their
+# blocks are smaller, and 3xTF32 at head size 256 spills whatever the block (so "ieee" there).
+# bench/attention.py times them against CUDA's kernel (--tune: the float32 candidates).
+# The interpreter runs the "low" blocks as NumPy arrays, no wider than the sequences.
+_BLOCKS = {
+    "low": {"fwd": {64: (128, 64, 8, 3), 128: (128, 32, 8, 3), 256: (64, 32, 8, 3)},
+            "dkdv": {64: (64, 64, 8, 3), 128: (64, 32, 8, 3), 256: (32, 32, 8, 3)},
+            "dq": {64: (64, 64, 4, 3), 128: (64, 32, 4, 3), 256: (32, 32, 8, 3)}},
+    "tf32x3": {"fwd": {64: (128, 32, 8, 2), 128: (128, 32, 8, 2)},
+               "dkdv": {64: (64, 32, 8, 2), 128: (32, 32, 8, 2)},
+               "dq": {64: (64, 32, 4, 2), 128: (64, 32, 8, 2)}},
+    "ieee": {"fwd": {64: (64, 32, 8, 2), 128: (64, 32, 8, 2), 256: (32, 32, 8, 2)},
+             "dkdv": {64: (32, 32, 8, 2), 128: (16, 32, 8, 2), 256: (16, 16, 8, 2)},
+             "dq": {64: (64, 32, 8, 2), 128: (32, 32, 8, 2), 256: (32, 16, 8, 2)}},
 }
 _DELTA_ELEMENTS = 4096  # the row-sum launch: rows times value head size per program
 
 
-def _blocks(kernel: str, dtype, head: int, length: int, keys: int) -> tuple[int, int, dict]:
-    """(BLOCK_M, BLOCK_N, launch options) of `kernel` for heads of up to `head` elements."""
-    table = (_FLOAT_BLOCKS if dtype == torch.float32 else _HALF_BLOCKS)[kernel]
+def _dot_mode(dtype, head: int) -> str:
+    """The kernels' DOT for a dtype and head size: half types multiply as they are (float32
+    under the interpreter, whose half arithmetic is not exact); float32 as _float_dot says,
+    where the mode has blocks for the head size, else in full float32 by FMA."""
+    if _launch.interpreting():
+        return "ieee"
+    if dtype != torch.float32:
+        return "low"
+    mode = _float_dot()
+    return mode if head <= max(_BLOCKS[mode]["fwd"]) else "ieee"
+
+
+@functools.lru_cache(maxsize=None)
+def _float_dot() -> str:
+    """float32 products: three TF32 products on tensor cores (big*big + big*small + small*big, each
+    operand split in its TF32 part and the rest) where the target has them (NVIDIA sm_80 on), as
+    CUDA's own memory-efficient attention computes float32 (CUTLASS's OpMultiplyAddFastF32,
+    within about 1e-6 of full float32); else FMA in full float32. Never plain TF32."""
+    target = triton.runtime.driver.active.get_current_target()
+    return "tf32x3" if target.backend == "cuda" and int(target.arch) >= 80 else "ieee"
+
+
+def _blocks(kernel: str, dot: str, head: int, length: int, keys: int) -> tuple[int, int, dict]:
+    """(BLOCK_M, BLOCK_N, launch options) of `kernel` multiplying as `dot` for heads of up to
+    `head` elements."""
+    table = _BLOCKS["low" if _launch.interpreting() else dot][kernel]
     bm, bn, warps, stages = table[min(size for size in table if size >= head)]
     if _launch.interpreting():  # the interpreter's cost is per program: no wider than the sequences
         bm, bn = min(bm, max(16, next_power_of_2(length))), min(bn, max(16, next_power_of_2(keys)))
@@ -352,10 +380,6 @@ def _scale(scale, e) -> float:
     return 1.0 / math.sqrt(e) if scale is None else float(scale)
 
 
-def _low(dtype) -> bool:
-    return dtype != torch.float32 and not _launch.interpreting()
-
-
 def _dropout(dropout_p):
     """(DROPOUT, keep, drop_scale) of a dropout probability."""
     p = float(dropout_p)
@@ -384,14 +408,15 @@ def fused_attention(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=
     # reserves them again, from the same generator.
     seed, offset = philox_seed_offset(None, q.device, b * h * length * keys if dropout else 0)
     if b * h and length:
-        bm, bn, options = _blocks("fwd", q.dtype, max(e, ev), length, keys)
+        dot = _dot_mode(q.dtype, max(e, ev))
+        bm, bn, options = _blocks("fwd", dot, max(e, ev), length, keys)
         bd, bdv = max(next_power_of_2(e), 16), max(next_power_of_2(ev), 16)
         bb = bias if bias is not None else q
         attention_fwd_kernel[(cdiv(length, bm), b * h)](
             q, k, v, bb, o, lse, seed_out, offset_out, h, h // k.shape[1], length, keys, e, ev, *q.stride(),
             *k.stride(), *v.stride(),
             *bb.stride(), *o.stride(), _scale(scale, e) * LOG2E, keep, drop_scale, seed & 0xFFFFFFFF, seed >> 32,
-            offset, HAS_BIAS=bias is not None, CAUSAL=bool(is_causal), DROPOUT=dropout, LOW=_low(q.dtype),
+            offset, HAS_BIAS=bias is not None, CAUSAL=bool(is_causal), DROPOUT=dropout, DOT=dot,
             ODT=dtype_code(q.dtype), BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, **options)
     return out, lse, None, None, length, keys, seed_out, offset_out, None
 
@@ -413,7 +438,8 @@ def fused_attention_backward(grad_out, query, key, value, attn_bias, grad_input_
     bd, bdv = max(next_power_of_2(e), 16), max(next_power_of_2(ev), 16)
     sm_scale = _scale(scale, e)
     bb = bias if bias is not None else q
-    flags = dict(HAS_BIAS=bias is not None, CAUSAL=bool(is_causal), DROPOUT=dropout, LOW=_low(q.dtype))
+    dot = _dot_mode(q.dtype, max(e, ev))
+    flags = dict(HAS_BIAS=bias is not None, CAUSAL=bool(is_causal), DROPOUT=dropout, DOT=dot)
     common = (h, h // k.shape[1], length, keys, e, ev, *q.stride(), *k.stride(), *v.stride(), *bb.stride(),
               *g.stride())
     if b * h and length:
@@ -424,13 +450,13 @@ def fused_attention_backward(grad_out, query, key, value, attn_bias, grad_input_
     else:
         delta = logsumexp  # never read: no queries
     if b * h and keys:
-        bm, bn, options = _blocks("dkdv", q.dtype, max(e, ev), length, keys)
+        bm, bn, options = _blocks("dkdv", dot, max(e, ev), length, keys)
         attention_bwd_dkdv_kernel[(cdiv(keys, bn), b * k.shape[1])](
             q, k, v, bb, g, logsumexp, delta, dk, dv, philox_seed, philox_offset, *common, *dk.stride(), *dv.stride(),
             sm_scale * LOG2E, sm_scale, keep, drop_scale, **flags, KDT=dtype_code(k.dtype), VDT=dtype_code(v.dtype),
             BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, **options)
     if b * h and length:
-        bm, bn, options = _blocks("dq", q.dtype, max(e, ev), length, keys)
+        bm, bn, options = _blocks("dq", dot, max(e, ev), length, keys)
         attention_bwd_dq_kernel[(cdiv(length, bm), b * h)](
             q, k, v, bb, g, logsumexp, delta, dq, ds if ds is not None else delta, philox_seed, philox_offset,
             *common, *dq.stride(), sm_scale * LOG2E, sm_scale, keep, drop_scale, **flags, WRITE_DS=want_bias,
