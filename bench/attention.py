@@ -23,9 +23,9 @@ import _common  # noqa: E402
 
 # name -> (batch, heads, sequence length, head size)
 SHAPES = {
-    "GPT-2/BERT-base 8x12x512x64": (8, 12, 512, 64),
-    "Llama-style 4x32x1024x128": (4, 32, 1024, 128),
-    "long 2x8x4096x64": (2, 8, 4096, 64),
+    "gpt2": ("GPT-2/BERT-base 8x12x512x64", (8, 12, 512, 64)),
+    "llama": ("Llama-style 4x32x1024x128", (4, 32, 1024, 128)),
+    "long": ("long 2x8x4096x64", (2, 8, 4096, 64)),
 }
 # Candidate float32 blocks by how float32 multiplies (_attention._float_dot), kernel and head
 # size: ones ptxas (sm_90) compiles without spilling more than a few hundred bytes.
@@ -152,6 +152,7 @@ def main(argv=None):
     p.add_argument("--chip", default="nvgpu")
     p.add_argument("--native", default="cuda")
     p.add_argument("--tune", action="store_true", help="time the float32 kernels' candidate blocks first")
+    p.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=list(SHAPES))
     args = p.parse_args(argv)
     import torch
 
@@ -159,11 +160,12 @@ def main(argv=None):
         sys.exit(f"bench/attention.py: chip {args.chip} is not available")
     from torch_fl.triton_ops import _attention
 
-    record = {"chip": args.chip, "native": args.native, "float32_products": _attention._float_dot(), "results": {}}
+    record = {"chip": args.chip, "native": args.native, "shapes": args.shapes,
+              "float32_products": _attention._float_dot(), "results": {}}
     if args.tune:
         record["tuning"] = tune(args.chip, args.native)
     rows = []
-    for name, shape in SHAPES.items():
+    for name, shape in (SHAPES[key] for key in args.shapes):
         for dtype in (torch.float32, torch.bfloat16):
             for causal in (False, True):
                 case = Case(shape, dtype, causal, args.chip, args.native)

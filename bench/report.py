@@ -23,7 +23,7 @@ COMMANDS = {
     "collectives_all_reduce": "python bench/collectives.py --chip {chip} --ranks {ranks} --iters {iters}",
     "models_train_step": "python bench/models.py --chip {chip} --native {native} --size {size} --models {models} "
                          "--precision {precisions} --optimizer {optimizers} --steps {steps} --warmup {warmup}{compile}",
-    "attention": "python bench/attention.py --chip {chip} --native {native}",
+    "attention": "python bench/attention.py --chip {chip} --native {native} --shapes {shapes}",
     "step_parts": "python bench/step_parts.py --device {device} --model {model} --size {size}{compile}",
 }
 
@@ -265,7 +265,7 @@ def command(record: dict) -> str:
         precisions=" ".join(record.get("precisions") or []), optimizers=" ".join(record.get("optimizers") or []),
         steps=record.get("steps_per_device"), warmup=record.get("warmup"),
         compile="" if record.get("compile", "none") == "none" else f" --compile {record['compile']}",
-        device=record.get("device"), model=record.get("model"))
+        device=record.get("device"), model=record.get("model"), shapes=" ".join(record.get("shapes") or []))
 
 
 def render() -> str:
