@@ -72,6 +72,9 @@ def test_gpu_benchmarks_refuse_clearly_without_the_chip():
     proc = bench("bench/resnet50.py", "--chip", "nochip")
     assert proc.returncode != 0
     assert "torch.nochip is not available" in proc.stderr and "Traceback" not in proc.stderr
+    proc = bench("bench/attention.py", "--chip", "nochip")
+    assert proc.returncode != 0
+    assert "chip nochip is not available" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_step_parts_splits_a_step_and_names_its_costliest_ops(tmp_path):
