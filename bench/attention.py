@@ -138,11 +138,11 @@ def tune(chip: str, native: str) -> dict:
             for blocks in candidates[head]:
                 _attention._BLOCKS[mode][kernel][head] = blocks
                 run = "triton_forward" if kernel == "fwd" else "triton_both"
-                timings[str(blocks)] = sum(per_call(getattr(c, run), chip, 0.1) for c in cases) * 1e3
-                print(f"# {kernel} head {head} {blocks}: {timings[str(blocks)]:.3f} ms", file=sys.stderr)
+                timings[blocks] = sum(per_call(getattr(c, run), chip, 0.1) for c in cases) * 1e3
+                print(f"# {kernel} head {head} {blocks}: {timings[blocks]:.3f} ms", file=sys.stderr)
             fastest = min(timings, key=timings.get)
-            _attention._BLOCKS[mode][kernel][head] = tuple(int(x) for x in fastest.strip("()").split(","))
-            best[f"{kernel} head {head}"] = {"fastest": fastest, "ms": timings}
+            _attention._BLOCKS[mode][kernel][head] = fastest
+            best[f"{kernel} head {head}"] = {"fastest": str(fastest), "ms": {str(b): t for b, t in timings.items()}}
     for c in cases:
         c.check()   # the tuned table still gives the right answer
     return best

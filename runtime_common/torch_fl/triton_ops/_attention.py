@@ -46,10 +46,11 @@ _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 @triton.jit
 def _dot(a, b, DOT: tl.constexpr):
-    """a @ b accumulated in float32: half operands as they are (DOT "low"), else float32
-    products at input precision DOT ("ieee", "tf32x3": _float_dot)."""
+    """a @ b accumulated in float32: with DOT "low", half operands as they are (a float32
+    `a`, a block of probabilities or their gradients, rounded to b's dtype first); else float32
+    products at input precision DOT ("ieee", "tf32x3": _launch_plan)."""
     if DOT == "low":
-        return tl.dot(a, b)
+        return tl.dot(a.to(b.dtype), b)
     else:
         return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=DOT)
 
@@ -127,10 +128,7 @@ def attention_fwd_kernel(Q, K, V, BIAS, O, LSE, SEED_OUT, OFFSET_OUT, H, GROUP, 
         if DROPOUT:
             p = tl.where(_kept(seed, offset, bh * L + rows[:, None], cols[None, :], S, keep), p * drop_scale, 0.0)
         v = _tile(v_base, cols, n_ok, svn, offs_dv, offs_dv < EV, svd)
-        if DOT == "low":
-            acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, DOT)
-        else:
-            acc = acc * alpha[:, None] + _dot(p, v, DOT)
+        acc = acc * alpha[:, None] + _dot(p, v, DOT)
         m_i = m_new
     filled = l_i > 0.0
     o = acc / tl.where(filled, l_i, 1.0)[:, None]
@@ -208,16 +206,10 @@ def attention_bwd_dkdv_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DK, DV, SEED, OFFSE
                 dpt = tl.where(kept, dpt * drop_scale, 0.0)
             else:
                 pdt = pt
-            if DOT == "low":
-                dv += _dot(pdt.to(g.dtype), g, DOT)
-            else:
-                dv += _dot(pdt, g, DOT)
+            dv += _dot(pdt, g, DOT)
             delta = tl.load(DELTA + bh * L + rows, mask=m_ok, other=0.0)
             dst = pt * (dpt - delta[None, :])
-            if DOT == "low":
-                dk += _dot(dst.to(q.dtype), q, DOT)
-            else:
-                dk += _dot(dst, q, DOT)
+            dk += _dot(dst, q, DOT)
     tl.store(DK + b * sdkb + kh * sdkh + cols[:, None] * sdkn + offs_d[None, :] * sdkd, _to_odt(dk * sm_scale, KDT),
              mask=n_ok[:, None] & (offs_d[None, :] < E))
     tl.store(DV + b * sdvb + kh * sdvh + cols[:, None] * sdvn + offs_dv[None, :] * sdvd, _to_odt(dv, VDT),
@@ -268,10 +260,7 @@ def attention_bwd_dq_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DQ, DS, SEED, OFFSET,
         ds = p * (dp - delta[:, None])
         if WRITE_DS:
             tl.store(DS + (bh * L + rows[:, None]) * S + cols[None, :], ds, mask=m_ok[:, None] & n_ok[None, :])
-        if DOT == "low":
-            dq += _dot(ds.to(k.dtype), k, DOT)
-        else:
-            dq += _dot(ds, k, DOT)
+        dq += _dot(ds, k, DOT)
     tl.store(DQ + b * sdqb + h * sdqh + rows[:, None] * sdqm + offs_d[None, :] * sdqd, _to_odt(dq * sm_scale, QDT),
              mask=m_ok[:, None] & (offs_d[None, :] < E))
 
@@ -301,18 +290,6 @@ _BLOCKS = {
 _DELTA_ELEMENTS = 4096  # the row-sum launch: rows times value head size per program
 
 
-def _dot_mode(dtype, head: int) -> str:
-    """The kernels' DOT for a dtype and head size: half types multiply as they are (float32
-    under the interpreter, whose half arithmetic is not exact); float32 as _float_dot says,
-    where the mode has blocks for the head size, else in full float32 by FMA."""
-    if _launch.interpreting():
-        return "ieee"
-    if dtype != torch.float32:
-        return "low"
-    mode = _float_dot()
-    return mode if head <= max(_BLOCKS[mode]["fwd"]) else "ieee"
-
-
 @functools.lru_cache(maxsize=None)
 def _float_dot() -> str:
     """float32 products: three TF32 products on tensor cores (big*big + big*small + small*big, each
@@ -323,14 +300,24 @@ def _float_dot() -> str:
     return "tf32x3" if target.backend == "cuda" and int(target.arch) >= 80 else "ieee"
 
 
-def _blocks(kernel: str, dot: str, head: int, length: int, keys: int) -> tuple[int, int, dict]:
-    """(BLOCK_M, BLOCK_N, launch options) of `kernel` multiplying as `dot` for heads of up to
-    `head` elements."""
-    table = _BLOCKS["low" if _launch.interpreting() else dot][kernel]
+def _launch_plan(kernel: str, dtype, head: int, length: int, keys: int) -> tuple[str, int, int, dict]:
+    """(DOT, BLOCK_M, BLOCK_N, launch options) of `kernel` for heads of up to `head` elements.
+    Half types multiply as they are; float32 as _float_dot says where that way has blocks for
+    the head size, else in full float32 by FMA. The interpreter multiplies in float32 (its half
+    arithmetic is not exact) in the "low" blocks, no wider than the sequences (its cost is per
+    program)."""
+    interpreting = _launch.interpreting()
+    if interpreting:
+        dot, table = "ieee", _BLOCKS["low"][kernel]
+    else:
+        dot = "low" if dtype != torch.float32 else _float_dot()
+        if head > max(_BLOCKS[dot][kernel]):
+            dot = "ieee"
+        table = _BLOCKS[dot][kernel]
     bm, bn, warps, stages = table[min(size for size in table if size >= head)]
-    if _launch.interpreting():  # the interpreter's cost is per program: no wider than the sequences
+    if interpreting:
         bm, bn = min(bm, max(16, next_power_of_2(length))), min(bn, max(16, next_power_of_2(keys)))
-    return bm, bn, {"num_warps": warps, "num_stages": stages}
+    return dot, bm, bn, {"num_warps": warps, "num_stages": stages}
 
 
 def _four_d(query, key, value):
@@ -408,8 +395,7 @@ def fused_attention(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=
     # reserves them again, from the same generator.
     seed, offset = philox_seed_offset(None, q.device, b * h * length * keys if dropout else 0)
     if b * h and length:
-        dot = _dot_mode(q.dtype, max(e, ev))
-        bm, bn, options = _blocks("fwd", dot, max(e, ev), length, keys)
+        dot, bm, bn, options = _launch_plan("fwd", q.dtype, max(e, ev), length, keys)
         bd, bdv = max(next_power_of_2(e), 16), max(next_power_of_2(ev), 16)
         bb = bias if bias is not None else q
         attention_fwd_kernel[(cdiv(length, bm), b * h)](
@@ -438,8 +424,7 @@ def fused_attention_backward(grad_out, query, key, value, attn_bias, grad_input_
     bd, bdv = max(next_power_of_2(e), 16), max(next_power_of_2(ev), 16)
     sm_scale = _scale(scale, e)
     bb = bias if bias is not None else q
-    dot = _dot_mode(q.dtype, max(e, ev))
-    flags = dict(HAS_BIAS=bias is not None, CAUSAL=bool(is_causal), DROPOUT=dropout, DOT=dot)
+    flags = dict(HAS_BIAS=bias is not None, CAUSAL=bool(is_causal), DROPOUT=dropout)
     common = (h, h // k.shape[1], length, keys, e, ev, *q.stride(), *k.stride(), *v.stride(), *bb.stride(),
               *g.stride())
     if b * h and length:
@@ -450,16 +435,16 @@ def fused_attention_backward(grad_out, query, key, value, attn_bias, grad_input_
     else:
         delta = logsumexp  # never read: no queries
     if b * h and keys:
-        bm, bn, options = _blocks("dkdv", dot, max(e, ev), length, keys)
+        dot, bm, bn, options = _launch_plan("dkdv", q.dtype, max(e, ev), length, keys)
         attention_bwd_dkdv_kernel[(cdiv(keys, bn), b * k.shape[1])](
             q, k, v, bb, g, logsumexp, delta, dk, dv, philox_seed, philox_offset, *common, *dk.stride(), *dv.stride(),
-            sm_scale * LOG2E, sm_scale, keep, drop_scale, **flags, KDT=dtype_code(k.dtype), VDT=dtype_code(v.dtype),
-            BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, **options)
+            sm_scale * LOG2E, sm_scale, keep, drop_scale, **flags, DOT=dot, KDT=dtype_code(k.dtype),
+            VDT=dtype_code(v.dtype), BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, **options)
     if b * h and length:
-        bm, bn, options = _blocks("dq", dot, max(e, ev), length, keys)
+        dot, bm, bn, options = _launch_plan("dq", q.dtype, max(e, ev), length, keys)
         attention_bwd_dq_kernel[(cdiv(length, bm), b * h)](
             q, k, v, bb, g, logsumexp, delta, dq, ds if ds is not None else delta, philox_seed, philox_offset,
-            *common, *dq.stride(), sm_scale * LOG2E, sm_scale, keep, drop_scale, **flags, WRITE_DS=want_bias,
+            *common, *dq.stride(), sm_scale * LOG2E, sm_scale, keep, drop_scale, **flags, DOT=dot, WRITE_DS=want_bias,
             QDT=dtype_code(q.dtype), BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, **options)
     grad_bias = _bias_grad(ds, attn_bias) if want_bias else None
     return grads[0], grads[1], grads[2], grad_bias
