@@ -12,6 +12,13 @@ vendor kernel really ran.
 """
 from __future__ import annotations
 
+_QKV = "torch.randn(2, 3, 13, 8).to(d), torch.randn(2, 3, 19, 8).to(d), torch.randn(2, 3, 19, 8).to(d)"
+_SDPA = f"lambda d: torch.nn.functional.scaled_dot_product_attention({_QKV})"
+_SDPA_MASKED = f"lambda d: torch.nn.functional.scaled_dot_product_attention({_QKV}, attn_mask=torch.randn(13, 19).to(d))"
+_SDPA_GRAD = ("lambda d: (lambda q, k, v: torch.autograd.grad(torch.nn.functional.scaled_dot_product_attention("
+              "q, k, v, is_causal=True), (q, k, v), torch.randn(2, 3, 13, 8).to(d)))"
+              f"(*(t.requires_grad_() for t in ({_QKV})))")
+
 # aten op -> tuple of ("opinfo", name, mode) or ("expr", python lambda source)
 CASES: dict[str, tuple[tuple[str, ...], ...]] = {
     "add.Tensor": (("opinfo", "add", "op"),),
@@ -65,6 +72,12 @@ CASES: dict[str, tuple[tuple[str, ...], ...]] = {
     "random_.from": (("expr", "lambda d: torch.randint(3, 10, (40,), device=d)"),),
     "random_.to": (("expr", "lambda d: torch.empty(30, device=d).random_(5)"),),
     "randperm.generator_out": (("expr", "lambda d: torch.randperm(30, device=d)"),),
+    # Fused attention, through scaled_dot_product_attention as a model calls it: torch's composite
+    # asks the chip which kernel serves the call (the vendor's `_fused_sdp_choice`), then runs it.
+    # Unequal query and key lengths (13, 19), an additive mask, a causal backward.
+    "_fused_sdp_choice": (("expr", _SDPA),),
+    "_scaled_dot_product_efficient_attention": (("expr", _SDPA), ("expr", _SDPA_MASKED)),
+    "_scaled_dot_product_efficient_attention_backward": (("expr", _SDPA_GRAD),),
 }
 
 

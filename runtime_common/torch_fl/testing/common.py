@@ -9,13 +9,14 @@ from torch_fl.testing import suite
 
 
 def script_prelude() -> str:
-    """What a script run in a fresh interpreter starts with. With autoload off (a backend
-    installed beside another chip's) a script registers the backend itself."""
+    """What a script run in a fresh interpreter starts with. Where `import torch` left the chip
+    unregistered (autoload off, or a native accelerator beside it: torch_fl.coexistence), the
+    script asks for it, as the suite itself does (suite.pytest_configure)."""
     chip = suite.chip()
     package = chip.package().__name__
     return f"""
 import os, torch
-if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD") == "0" and not hasattr(torch, {chip.spec.CHIP!r}):
+if not hasattr(torch, {chip.spec.CHIP!r}):
     import {package}
     {package}._register()
 """
