@@ -23,7 +23,7 @@ COMMANDS = {
     "collectives_all_reduce": "python bench/collectives.py --chip {chip} --ranks {ranks} --iters {iters}",
     "models_train_step": "python bench/models.py --chip {chip} --native {native} --size {size} --models {models} "
                          "--precision {precisions} --optimizer {optimizers} --steps {steps} --warmup {warmup}{compile}",
-    "attention": "python bench/attention.py --chip {chip} --native {native} --shapes {shapes}",
+    "attention": "python bench/attention.py --chip {chip} --native {native}{tune} --shapes {shapes}",
     "step_parts": "python bench/step_parts.py --device {device} --model {model} --size {size}{compile}",
 }
 
@@ -222,6 +222,14 @@ def attention(r: dict) -> list[str]:
                    f"{_fmt(v['triton_fwd_bwd_ms'])} | {_fmt(v['native_fwd_bwd_ms'])} | {ratios[-1]:.2f} |")
     ratios.sort()
     out += ["", f"Ratio median {ratios[len(ratios) // 2]:.2f}, worst {ratios[-1]:.2f}."]
+    tuning = {k: v for k, v in r.get("tuning", {}).items() if isinstance(v, dict)}
+    if tuning:
+        out += ["", f"`--tune` first timed the float32 ({r['tuning'].get('float32 products', '?')}) candidate blocks "
+                "(BLOCK_M, BLOCK_N, warps, stages), causal and full summed, ms; the fastest went into the table "
+                "before the cases above ran:", "", "| kernel, head size | candidates | fastest |", "|---|---|---|"]
+        for name, v in tuning.items():
+            timed = ", ".join(f"{b} {_fmt(t)}" for b, t in v["ms"].items())
+            out.append(f"| {name} | {timed} | {v['fastest']} |")
     return out
 
 
@@ -265,7 +273,8 @@ def command(record: dict) -> str:
         precisions=" ".join(record.get("precisions") or []), optimizers=" ".join(record.get("optimizers") or []),
         steps=record.get("steps_per_device"), warmup=record.get("warmup"),
         compile="" if record.get("compile", "none") == "none" else f" --compile {record['compile']}",
-        device=record.get("device"), model=record.get("model"), shapes=" ".join(record.get("shapes") or []))
+        device=record.get("device"), model=record.get("model"), shapes=" ".join(record.get("shapes") or []),
+        tune=" --tune" if record.get("tuning") else "")
 
 
 def render() -> str:

@@ -267,11 +267,12 @@ def attention_bwd_dq_kernel(Q, K, V, BIAS, DO, LSE, DELTA, DQ, DS, SEED, OFFSET,
 
 # ------------------------------------------------------------------ launching --
 # Each kernel's (BLOCK_M, BLOCK_N, num_warps, num_stages) by how it multiplies (DOT) and the
-# largest head size it takes (query or value, padded): a GPU program's register tiles. Every
-# entry is one ptxas (sm_90) compiles without spilling registers to local memory (a few hundred
-# bytes at most with a mask and dropout): a spilling block runs several times slower (float32
-# causal attention took 8.5 ms where full took 2.8 ms, ptxas having kept 32 registers and 8 KB
-# of stack a thread). Tensor-core products ("low", "tf32x3") keep their operands in shared
+# largest head size it takes (query or value, padded): a GPU program's register tiles. No entry
+# spills much to local memory (ptxas for sm_90: under 1 KB of stack a thread with a mask and
+# dropout); a badly spilling block runs several times slower (float32 causal attention took
+# 8.5 ms where full took 2.8 ms, ptxas having kept 32 registers and 8 KB of stack a thread).
+# The float32 (tf32x3) entries are the fastest of bench/attention.py --tune on the H100
+# (2026-12-07: docs/nvgpu.md). Tensor-core products ("low", "tf32x3") keep their operands in shared
 # memory; FMA products ("ieee") hold a row and a column per product in registers, so their
 # blocks are smaller, and 3xTF32 at head size 256 spills whatever the block (so "ieee" there).
 # bench/attention.py times them against CUDA's kernel (--tune: the float32 candidates).
@@ -280,9 +281,9 @@ _BLOCKS = {
     "low": {"fwd": {64: (128, 64, 8, 3), 128: (128, 32, 8, 3), 256: (64, 32, 8, 3)},
             "dkdv": {64: (64, 64, 8, 3), 128: (64, 32, 8, 3), 256: (32, 32, 8, 3)},
             "dq": {64: (64, 64, 4, 3), 128: (64, 32, 4, 3), 256: (32, 32, 8, 3)}},
-    "tf32x3": {"fwd": {64: (128, 32, 8, 2), 128: (128, 32, 8, 2)},
-               "dkdv": {64: (64, 32, 8, 2), 128: (32, 32, 8, 2)},
-               "dq": {64: (64, 32, 4, 2), 128: (64, 32, 8, 2)}},
+    "tf32x3": {"fwd": {64: (128, 64, 8, 2), 128: (128, 32, 8, 2)},
+               "dkdv": {64: (32, 32, 4, 2), 128: (32, 32, 4, 2)},
+               "dq": {64: (32, 64, 4, 2), 128: (32, 32, 4, 2)}},
     "ieee": {"fwd": {64: (64, 32, 8, 2), 128: (64, 32, 8, 2), 256: (32, 32, 8, 2)},
              "dkdv": {64: (32, 32, 8, 2), 128: (16, 32, 8, 2), 256: (16, 16, 8, 2)},
              "dq": {64: (64, 32, 8, 2), 128: (32, 32, 8, 2), 256: (32, 16, 8, 2)}},
