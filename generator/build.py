@@ -402,6 +402,7 @@ def _inputs_fingerprint(spec: ChipSpec, package_digest: str) -> str:
 
     h = hashlib.sha256()
     h.update(f"{__version__}\0{package_digest}\0{torch.__version__}\0{sys.executable}\0".encode())
+    h.update(f"debug info {env.get('DEBUG_INFO') == '1'}\0".encode())   # setup.py's -g or -g0
     for source in sorted(csrc_dir().rglob("*")):
         if source.is_file():
             h.update(str(source).encode() + source.read_bytes())

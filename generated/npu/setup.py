@@ -47,6 +47,9 @@ def write_build_record():
 # up to 2.13 they are written for C++17.
 TORCH_VERSION = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
 CXX_STANDARD = "-std=c++20" if TORCH_VERSION >= (2, 14) else "-std=c++17"
+# Python's compiler flags carry -g: debug information nearly doubles the compile time of these
+# template-heavy sources, and torch's own libraries ship without it. TORCH_FL_DEBUG_INFO=1 keeps it.
+DEBUG_INFO = "-g" if env.get("DEBUG_INFO") == "1" else "-g0"
 
 
 def relative(path):
@@ -71,7 +74,7 @@ setup(
             + [relative(p) for p in resolve(KERNEL_SOURCES)],
             include_dirs=[str(runtime / "include")] + resolve(KERNEL_INCLUDE_DIRS),
             library_dirs=resolve(KERNEL_LIBRARY_DIRS),
-            extra_compile_args=["-O2", CXX_STANDARD],
+            extra_compile_args=["-O2", DEBUG_INFO, CXX_STANDARD],
             # The kernels are referenced weakly (a kernel the library lacks takes the
             # op's fallback chain), so keep the library even where the linker defaults
             # to --as-needed, which drops libraries referenced only weakly.

@@ -981,6 +981,24 @@ def test_kernel_sources_change_the_build_fingerprint(tmp_path):
     assert build_mod._inputs_fingerprint(spec, "digest") != before
 
 
+def test_builds_leave_debug_information_out_unless_asked(monkeypatch):
+    """-g0 over Python's -g (it nearly doubles the compile time); TORCH_FL_DEBUG_INFO=1 keeps
+    -g, and changes the fingerprint, so that a build asked for it is not skipped as up to date."""
+    setup = render(load_spec(NPU, display="specs/npu.yaml"), COMMITTED)["setup.py"]
+    assert 'DEBUG_INFO = "-g" if env.get("DEBUG_INFO") == "1" else "-g0"' in setup
+    assert 'extra_compile_args=["-O2", DEBUG_INFO, CXX_STANDARD]' in setup
+    spec = load_spec(NPU)
+    monkeypatch.delenv("TORCH_FL_DEBUG_INFO", raising=False)
+    plain = build_mod._inputs_fingerprint(spec, "digest")
+    monkeypatch.setenv("TORCH_FL_DEBUG_INFO", "1")
+    assert build_mod._inputs_fingerprint(spec, "digest") != plain
+    # The installed npu backend (scripts/quickstart.sh) was compiled so.
+    ninja = build_mod.build_dir_for(spec, COMMITTED) / "setuptools"
+    files = list(ninja.glob("temp*/build.ninja"))
+    assert files, f"no npu build in {ninja}: run scripts/quickstart.sh first"
+    assert all("-g0" in f.read_text() for f in files), files
+
+
 def test_missing_build_requirements_are_named_before_pip_runs(tmp_path, monkeypatch):
     """The build runs without isolation: a requirement this environment lacks (an old
     setuptools, no wheel, a torch outside the range) is named up front, not in pip's log."""
