@@ -2,6 +2,7 @@
 #include <nvgpu/nvgpu_kernels.h>
 
 #include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/native/Resize.h>
 #include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/core/DispatchKeySet.h>
@@ -118,6 +119,65 @@ Tensor baddbmm(cudaStream_t stream, const Tensor& self, const Tensor& batch1, co
                const at::Scalar& beta, const at::Scalar& alpha) {
   OnChipStream on(stream);
   return chip(at::baddbmm(cuda(self), cuda(batch1), cuda(batch2), beta, alpha));
+}
+
+// The out= and in-place forms: torch.compile's graphs call these (Inductor's extern
+// `mm(a, b, out=buf)`), which would otherwise take the chain (Triton's matmul). `out` is
+// resized on the chip, where its storage lives; cuBLAS then writes into a view of it.
+namespace {
+template <class Compute>
+Tensor& into(cudaStream_t stream, Tensor& out, at::IntArrayRef sizes, Compute compute) {
+  at::native::resize_output(out, sizes);
+  OnChipStream on(stream);
+  Tensor view = cuda(out);
+  compute(view);
+  return out;
+}
+}  // namespace
+
+Tensor& mm_out(cudaStream_t stream, const Tensor& self, const Tensor& mat2, Tensor& out) {
+  TORCH_CHECK(self.dim() == 2 && mat2.dim() == 2, "mm: expected 2-D matrices, got ", self.dim(), "-D and ",
+              mat2.dim(), "-D");
+  return into(stream, out, {self.size(0), mat2.size(1)},
+              [&](Tensor& view) { at::mm_out(view, cuda(self), cuda(mat2)); });
+}
+
+Tensor& addmm_out(cudaStream_t stream, const Tensor& self, const Tensor& mat1, const Tensor& mat2,
+                  const at::Scalar& beta, const at::Scalar& alpha, Tensor& out) {
+  TORCH_CHECK(mat1.dim() == 2 && mat2.dim() == 2, "addmm: expected 2-D matrices, got ", mat1.dim(), "-D and ",
+              mat2.dim(), "-D");
+  return into(stream, out, {mat1.size(0), mat2.size(1)},
+              [&](Tensor& view) { at::addmm_out(view, cuda(self), cuda(mat1), cuda(mat2), beta, alpha); });
+}
+
+Tensor& bmm_out(cudaStream_t stream, const Tensor& self, const Tensor& mat2, Tensor& out) {
+  TORCH_CHECK(self.dim() == 3 && mat2.dim() == 3, "bmm: expected 3-D tensors, got ", self.dim(), "-D and ",
+              mat2.dim(), "-D");
+  return into(stream, out, {self.size(0), self.size(1), mat2.size(2)},
+              [&](Tensor& view) { at::bmm_out(view, cuda(self), cuda(mat2)); });
+}
+
+Tensor& baddbmm_out(cudaStream_t stream, const Tensor& self, const Tensor& batch1, const Tensor& batch2,
+                    const at::Scalar& beta, const at::Scalar& alpha, Tensor& out) {
+  TORCH_CHECK(batch1.dim() == 3 && batch2.dim() == 3, "baddbmm: expected 3-D tensors, got ", batch1.dim(),
+              "-D and ", batch2.dim(), "-D");
+  return into(stream, out, {batch1.size(0), batch1.size(1), batch2.size(2)}, [&](Tensor& view) {
+    at::baddbmm_out(view, cuda(self), cuda(batch1), cuda(batch2), beta, alpha);
+  });
+}
+
+Tensor& addmm_(cudaStream_t stream, Tensor& self, const Tensor& mat1, const Tensor& mat2, const at::Scalar& beta,
+               const at::Scalar& alpha) {
+  OnChipStream on(stream);
+  cuda(self).addmm_(cuda(mat1), cuda(mat2), beta, alpha);
+  return self;
+}
+
+Tensor& baddbmm_(cudaStream_t stream, Tensor& self, const Tensor& batch1, const Tensor& batch2,
+                 const at::Scalar& beta, const at::Scalar& alpha) {
+  OnChipStream on(stream);
+  cuda(self).baddbmm_(cuda(batch1), cuda(batch2), beta, alpha);
+  return self;
 }
 
 Tensor convolution(cudaStream_t stream, const Tensor& input, const Tensor& weight,

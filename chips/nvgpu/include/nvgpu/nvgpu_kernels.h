@@ -35,6 +35,17 @@ Tensor addmm(cudaStream_t stream, const Tensor& self, const Tensor& mat1, const 
 Tensor bmm(cudaStream_t stream, const Tensor& self, const Tensor& mat2);
 Tensor baddbmm(cudaStream_t stream, const Tensor& self, const Tensor& batch1, const Tensor& batch2,
                const at::Scalar& beta, const at::Scalar& alpha);
+// Their out= forms (torch.compile's graphs call these) and in-place forms.
+Tensor& mm_out(cudaStream_t stream, const Tensor& self, const Tensor& mat2, Tensor& out);
+Tensor& addmm_out(cudaStream_t stream, const Tensor& self, const Tensor& mat1, const Tensor& mat2,
+                  const at::Scalar& beta, const at::Scalar& alpha, Tensor& out);
+Tensor& bmm_out(cudaStream_t stream, const Tensor& self, const Tensor& mat2, Tensor& out);
+Tensor& baddbmm_out(cudaStream_t stream, const Tensor& self, const Tensor& batch1, const Tensor& batch2,
+                    const at::Scalar& beta, const at::Scalar& alpha, Tensor& out);
+Tensor& addmm_(cudaStream_t stream, Tensor& self, const Tensor& mat1, const Tensor& mat2, const at::Scalar& beta,
+               const at::Scalar& alpha);
+Tensor& baddbmm_(cudaStream_t stream, Tensor& self, const Tensor& batch1, const Tensor& batch2,
+                 const at::Scalar& beta, const at::Scalar& alpha);
 
 // Convolution (cuDNN).
 Tensor convolution(cudaStream_t stream, const Tensor& input, const Tensor& weight,
