@@ -3,9 +3,13 @@
 The ops are op_overhead.py's. For each, the loop runs once to warm up, then under
 cProfile; the report lists the functions with the most own time per call, so a
 regression in the Python path (the Triton route, its wrappers, Triton's launcher)
-shows by name. A diagnostic, not a figure of docs/benchmarks.md.
+shows by name. Then the same loop under torch.profiler, on the chip and on `--native`:
+the aten ops each call reaches, with their own (self) CPU time per call. A vendor kernel
+shows as the chip's op (its wrapper's own time) around the native op it calls, so the
+wrapper's cost is read off against the native device's row. A diagnostic, not a figure of
+docs/benchmarks.md.
 
-  python bench/profile_op.py --chip nvgpu --calls 2000 --out bench/results/h200/profile-nvgpu.txt
+  python bench/profile_op.py --chip nvgpu --native cuda --calls 2000 --out bench/results/h200/profile-nvgpu.txt
 """
 from __future__ import annotations
 
@@ -36,6 +40,25 @@ def profile(op, state, device: str, calls: int, top: int) -> tuple[float, str]:
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
     return us, text.getvalue()
+
+
+def aten_profile(op, state, device: str, calls: int, top: int) -> str:
+    """torch.profiler's CPU view of `calls` calls: per aten op (or event), self and total
+    microseconds per call and events per call, most self time first."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    for _ in range(min(calls, 50)):
+        op(state)
+    _common.synchronize(device)
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(calls):
+            op(state)
+        _common.synchronize(device)
+    events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:top]
+    lines = [f"{'event':56s} {'self us/call':>12s} {'total us/call':>13s} {'per call':>8s}"]
+    lines += [f"{e.key[:56]:56s} {e.self_cpu_time_total / calls:12.2f} {e.cpu_time_total / calls:13.2f} "
+              f"{e.count / calls:8.2f}" for e in events]
+    return "\n".join(lines)
 
 
 def launch_costs(calls: int) -> str:
@@ -69,6 +92,7 @@ def launch_costs(calls: int) -> str:
 def main(argv=None):
     p = _common.parser(__doc__)
     p.add_argument("--chip", default="nvgpu")
+    p.add_argument("--native", help="a native device to profile the same ops on (torch.profiler), e.g. cuda")
     p.add_argument("--op", action="append", help="op name as in op_overhead.py (repeatable; default all)")
     p.add_argument("--calls", type=int, default=2000)
     p.add_argument("--top", type=int, default=25)
@@ -89,6 +113,9 @@ def main(argv=None):
         us, text = profile(op, setup(args.chip), args.chip, args.calls, args.top)
         report.append(f"=== {name} on {args.chip}: {us:.1f} us/call under cProfile ===\n{text}")
         print(f"{name:28s} {us:8.1f} us/call (profiled)")
+        for device in (args.chip, *([args.native] if args.native else [])):
+            table = aten_profile(op, setup(device), device, min(args.calls, 500), args.top)
+            report.append(f"=== {name} on {device}: torch.profiler, aten ops a call ===\n{table}\n")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text("\n".join(report))

@@ -177,7 +177,7 @@ if has bench; then
       triton_kernels) timeout 120 python3 bench/triton_kernels.py --out "$out/triton_kernels.json" ;;
       op_overhead) timeout 90 python3 bench/op_overhead.py --pair nvgpu:cuda --out "$out/op_overhead-nvgpu.json" ;;
       allocator) timeout 60 python3 bench/allocator.py --chip nvgpu --native cuda --out "$out/allocator-nvgpu.json" ;;
-      profile_op) timeout 120 python3 bench/profile_op.py --chip nvgpu --calls 1000 --out "$out/profile-nvgpu.txt" ;;
+      profile_op) timeout 120 python3 bench/profile_op.py --chip nvgpu --native cuda --calls 1000 --out "$out/profile-nvgpu.txt" ;;
       *) echo "unknown bench: $b" >&2; exit 2 ;;
     esac 2>&1 | tee -a "$out/bench.log"
     pack
