@@ -263,6 +263,8 @@ class FallbackPolicy:
 
 
 INDUCTOR_CODEGENS = ("triton", "none")
+# The matrix products Inductor's graphs call as extern kernels, with out= (`mm(a, b, out=buf)`).
+INDUCTOR_OUT_FORMS = (("mm", "mm.out"), ("addmm", "addmm.out"), ("bmm", "bmm.out"), ("baddbmm", "baddbmm.out"))
 
 
 @dataclass(frozen=True)
@@ -405,6 +407,17 @@ class ChipSpec:
     @property
     def vendor_ops(self) -> tuple[OpEntry, ...]:
         return tuple(op for op in self.ops if op.kernel is not None)
+
+    @property
+    def compiled_ops_off_vendor(self) -> tuple[tuple[str, str], ...]:
+        """(functional op, its out= form) pairs where the functional op has a vendor kernel and
+        the out= form has none, among the ops Inductor calls with out= (its extern kernels):
+        a compiled graph's calls of these take the fallback chain. Empty without Inductor."""
+        if self.compile.inductor == "none":
+            return ()
+        return tuple((op, out) for op, out in INDUCTOR_OUT_FORMS
+                     if (entry := self.op(op)) is not None and entry.kernel is not None
+                     and ((out_entry := self.op(out)) is None or out_entry.kernel is None))
 
     def op(self, name: str) -> OpEntry | None:
         return self._ops_by_name.get(name)
