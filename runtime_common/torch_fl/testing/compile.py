@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.nn as nn
 
+from torch_fl import routes
 from torch_fl.testing import suite
 
 _suite = suite.chip()  # configured by the chip's conftest.py, imported before any test module
@@ -232,6 +233,28 @@ def test_the_chips_own_stream_functions_stay_in_the_graph():
 
     assert graph_breaks(step, x) == []
     torch.testing.assert_close(torch.compile(step, backend="aot_eager")(x).cpu(), step(x).cpu(), **TOLERANCE)
+
+
+# The matrix products Inductor's graphs call with out= (its extern kernels, `mm(a, b, out=buf)`):
+# where the spec gives these forms a vendor kernel that computes in the chip's float, a compiled
+# graph's products run on it, not on the chain.
+OUT_FORMS_ON_VENDOR = tuple(op for op in ("mm.out", "addmm.out", "bmm.out", "baddbmm.out")
+                            if routes.route(SPEC, op).kernel is not None
+                            and _suite.float_dtype in getattr(SPEC, "KERNEL_DTYPES", {}).get(op, SPEC.DTYPES))
+
+if INDUCTOR == "triton" and OUT_FORMS_ON_VENDOR:
+    def test_compiled_products_run_on_the_vendor_kernels():
+        import torch_fl
+
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4, bias=False)).to(device=CHIP, dtype=FLOAT)
+        compiled = torch.compile(model)
+        x = torch.randn(8, 16, dtype=FLOAT, device=CHIP)
+        torch_fl.reset_fallback_stats()
+        compiled(x).square().mean().backward()
+        ran = {op: paths for op, paths in torch_fl.fallback_stats().items() if op in OUT_FORMS_ON_VENDOR}
+        assert ran, f"the compiled graph called none of {OUT_FORMS_ON_VENDOR}: {torch_fl.fallback_stats()}"
+        assert all(set(paths) == {"vendor"} for paths in ran.values()), ran
 
 
 if INDUCTOR == "triton":

@@ -59,6 +59,10 @@ Tensor threshold_backward(simnpuStream_t stream, const Tensor& grad_output, cons
 Tensor mm(simnpuStream_t stream, const Tensor& self, const Tensor& mat2);
 Tensor addmm(simnpuStream_t stream, const Tensor& self, const Tensor& mat1, const Tensor& mat2,
              const at::Scalar& beta, const at::Scalar& alpha);
+// Their out= forms (torch.compile's graphs call these): `out` resized to the result.
+Tensor& mm_out(simnpuStream_t stream, const Tensor& self, const Tensor& mat2, Tensor& out);
+Tensor& addmm_out(simnpuStream_t stream, const Tensor& self, const Tensor& mat1, const Tensor& mat2,
+                  const at::Scalar& beta, const at::Scalar& alpha, Tensor& out);
 
 // Convolution (aten::convolution / aten::convolution_backward).
 Tensor convolution(simnpuStream_t stream, const Tensor& input, const Tensor& weight,

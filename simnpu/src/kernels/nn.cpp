@@ -28,6 +28,48 @@ Tensor addmm(simnpuStream_t s, const Tensor& self, const Tensor& mat1, const Ten
 }
 
 namespace {
+// An out= matrix product: `out` (a simnpu tensor of the result's dtype) resized to the result
+// on the device; operands that alias it are read from copies.
+template <class OutFn>
+Tensor& product_out(simnpuStream_t s, const char* name, const Tensor& m, std::initializer_list<const Tensor*> ins,
+                    Tensor& out, OutFn out_fn) {
+  TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1, "simnpu::", name, ": out must be a simnpu tensor");
+  TORCH_CHECK(out.scalar_type() == m.scalar_type(), "simnpu::", name, ": expected out of dtype ", m.scalar_type(),
+              ", got ", out.scalar_type());
+  if (out.sizes() != m.sizes()) out.resize_(m.sizes());
+  std::vector<TMeta> operands;
+  bool alias = false;
+  for (const Tensor* t : ins) {
+    alias = alias || (t->device() == out.device() && t->is_alias_of(out));
+    operands.push_back(cap(*t));
+  }
+  TMeta o = cap(out);
+  launch(s, name, [operands, o, out_fn, alias] {
+    Tensor ov = o.view();
+    std::vector<Tensor> views;
+    for (const TMeta& t : operands) views.push_back(alias ? t.view().clone() : t.view());
+    out_fn(ov, views);
+  });
+  return out;
+}
+}  // namespace
+
+Tensor& mm_out(simnpuStream_t s, const Tensor& self, const Tensor& mat2, Tensor& out) {
+  check_devices("mm_out", {&self, &mat2, &out}, false);
+  return product_out(s, "mm_out", at::mm(meta(self), meta(mat2)), {&self, &mat2}, out,
+                     [](Tensor& o, const std::vector<Tensor>& v) { at::mm_out(o, v[0], v[1]); });
+}
+
+Tensor& addmm_out(simnpuStream_t s, const Tensor& self, const Tensor& mat1, const Tensor& mat2,
+                  const at::Scalar& beta, const at::Scalar& alpha, Tensor& out) {
+  check_devices("addmm_out", {&self, &mat1, &mat2, &out});
+  return product_out(s, "addmm_out", at::addmm(meta(self), meta(mat1), meta(mat2), beta, alpha),
+                     {&self, &mat1, &mat2}, out, [beta, alpha](Tensor& o, const std::vector<Tensor>& v) {
+                       at::addmm_out(o, v[0], v[1], v[2], beta, alpha);
+                     });
+}
+
+namespace {
 // Expand a per-spatial-dim parameter given with one element.
 std::vector<int64_t> expand_param(at::IntArrayRef v, int64_t n, const char* what) {
   if (v.size() == 1) return std::vector<int64_t>(n, v[0]);
