@@ -25,10 +25,14 @@ import _common  # noqa: E402
 import op_overhead  # noqa: E402
 
 
-def profile(op, state, device: str, calls: int, top: int) -> tuple[float, str]:
+def warm_up(op, state, device: str, calls: int) -> None:
     for _ in range(min(calls, 50)):
         op(state)
     _common.synchronize(device)
+
+
+def profile(op, state, device: str, calls: int, top: int) -> tuple[float, str]:
+    warm_up(op, state, device, calls)
     profiler = cProfile.Profile()
     start = time.perf_counter()
     profiler.enable()
@@ -47,9 +51,7 @@ def aten_profile(op, state, device: str, calls: int, top: int) -> str:
     microseconds per call and events per call, most self time first."""
     from torch.profiler import ProfilerActivity, profile as torch_profile
 
-    for _ in range(min(calls, 50)):
-        op(state)
-    _common.synchronize(device)
+    warm_up(op, state, device, calls)
     with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(calls):
             op(state)

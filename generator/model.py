@@ -409,6 +409,11 @@ class ChipSpec:
         return tuple(op for op in self.ops if op.kernel is not None)
 
     @property
+    def inductor_out_forms(self) -> tuple[str, ...]:
+        """The out= forms Inductor's graphs call (INDUCTOR_OUT_FORMS), for the generated suite."""
+        return tuple(out for _, out in INDUCTOR_OUT_FORMS)
+
+    @property
     def compiled_ops_off_vendor(self) -> tuple[tuple[str, str], ...]:
         """(functional op, its out= form) pairs where the functional op has a vendor kernel and
         the out= form has none, among the ops Inductor calls with out= (its extern kernels):

@@ -81,6 +81,10 @@ AMP_PROMOTE_OPS = (
 )
 # compile.inductor: how Inductor (torch.compile's default backend) makes the chip's kernels
 INDUCTOR = 'triton'
+# The matrix products Inductor's graphs call with out= (its extern kernels, `mm(a, b, out=buf)`)
+INDUCTOR_OUT_FORMS = (
+    'mm.out', 'addmm.out', 'bmm.out', 'baddbmm.out',
+)
 
 # The routing table: generator/model.py (ChipSpec.route) decides each route once; the C++
 # fallback, torch_fl.routes (the Triton router, the tests, the doctor) and `torchfl-gen matrix`

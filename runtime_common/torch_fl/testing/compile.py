@@ -238,7 +238,7 @@ def test_the_chips_own_stream_functions_stay_in_the_graph():
 # The matrix products Inductor's graphs call with out= (its extern kernels, `mm(a, b, out=buf)`):
 # where the spec gives these forms a vendor kernel that computes in the chip's float, a compiled
 # graph's products run on it, not on the chain.
-OUT_FORMS_ON_VENDOR = tuple(op for op in ("mm.out", "addmm.out", "bmm.out", "baddbmm.out")
+OUT_FORMS_ON_VENDOR = tuple(op for op in SPEC.INDUCTOR_OUT_FORMS
                             if routes.route(SPEC, op).kernel is not None
                             and _suite.float_dtype in getattr(SPEC, "KERNEL_DTYPES", {}).get(op, SPEC.DTYPES))
 
