@@ -3,6 +3,28 @@
 
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/native/Resize.h>
+// The CUDA kernels called directly (at::cuda::*), not through the dispatcher a second time:
+// the chip's call was dispatched already, and a second dispatch is host time on every call.
+#include <ATen/ops/_adaptive_avg_pool2d_cuda_dispatch.h>
+#include <ATen/ops/_adaptive_avg_pool2d_backward_cuda_dispatch.h>
+#include <ATen/ops/_fused_sdp_choice_cuda_dispatch.h>
+#include <ATen/ops/_log_softmax_cuda_dispatch.h>
+#include <ATen/ops/_log_softmax_backward_data_cuda_dispatch.h>
+#include <ATen/ops/_scaled_dot_product_efficient_attention_cuda_dispatch.h>
+#include <ATen/ops/_scaled_dot_product_efficient_attention_backward_cuda_dispatch.h>
+#include <ATen/ops/_softmax_cuda_dispatch.h>
+#include <ATen/ops/_softmax_backward_data_cuda_dispatch.h>
+#include <ATen/ops/addmm_cuda_dispatch.h>
+#include <ATen/ops/baddbmm_cuda_dispatch.h>
+#include <ATen/ops/bmm_cuda_dispatch.h>
+#include <ATen/ops/embedding_dense_backward_cuda_dispatch.h>
+#include <ATen/ops/index_select_cuda_dispatch.h>
+#include <ATen/ops/max_pool2d_with_indices_cuda_dispatch.h>
+#include <ATen/ops/max_pool2d_with_indices_backward_cuda_dispatch.h>
+#include <ATen/ops/mm_cuda_dispatch.h>
+#include <ATen/ops/nll_loss_backward_cuda_dispatch.h>
+#include <ATen/ops/nll_loss_forward_cuda_dispatch.h>
+#include <ATen/ops/copy_native.h>
 #include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/core/DispatchKeySet.h>
@@ -42,15 +64,18 @@ class OnChipStream {
 // A CUDA tensor on the same memory as an `nvgpu` tensor (it does not own it: the
 // caller holds the `nvgpu` tensor for the duration of the call, and the chip's
 // allocator reuses freed memory in stream order). Other tensors (CPU scalars,
-// undefined) pass through.
+// undefined) pass through. Made directly rather than through at::from_blob, whose
+// checks cost host time on every call of every kernel here.
 Tensor cuda(const Tensor& t) {
   if (!t.defined() || t.device().type() != kChip) return t;
   const c10::Device device(c10::DeviceType::CUDA, t.device().index());
-  return at::for_blob(t.data_ptr(), t.sizes())
-      .strides(t.strides())
-      .target_device(device)
-      .options(t.options().device(device))
-      .make_tensor();
+  const c10::Storage& owner = t.storage();
+  c10::Storage view(c10::Storage::use_byte_size_t(), owner.nbytes(), c10::DataPtr(owner.mutable_data(), device),
+                    /*allocator=*/nullptr, /*resizable=*/false);
+  Tensor out = at::detail::make_tensor<c10::TensorImpl>(std::move(view), c10::DispatchKeySet(c10::DispatchKey::CUDA),
+                                                        t.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return out;
 }
 
 std::optional<Tensor> cuda(const std::optional<Tensor>& t) {
@@ -101,24 +126,24 @@ Tensor laid_out(const Tensor& t, at::MemoryFormat format) {
 
 Tensor mm(cudaStream_t stream, const Tensor& self, const Tensor& mat2) {
   OnChipStream on(stream);
-  return chip(at::mm(cuda(self), cuda(mat2)));
+  return chip(at::cuda::mm(cuda(self), cuda(mat2)));
 }
 
 Tensor addmm(cudaStream_t stream, const Tensor& self, const Tensor& mat1, const Tensor& mat2,
              const at::Scalar& beta, const at::Scalar& alpha) {
   OnChipStream on(stream);
-  return chip(at::addmm(cuda(self), cuda(mat1), cuda(mat2), beta, alpha));
+  return chip(at::cuda::addmm(cuda(self), cuda(mat1), cuda(mat2), beta, alpha));
 }
 
 Tensor bmm(cudaStream_t stream, const Tensor& self, const Tensor& mat2) {
   OnChipStream on(stream);
-  return chip(at::bmm(cuda(self), cuda(mat2)));
+  return chip(at::cuda::bmm(cuda(self), cuda(mat2)));
 }
 
 Tensor baddbmm(cudaStream_t stream, const Tensor& self, const Tensor& batch1, const Tensor& batch2,
                const at::Scalar& beta, const at::Scalar& alpha) {
   OnChipStream on(stream);
-  return chip(at::baddbmm(cuda(self), cuda(batch1), cuda(batch2), beta, alpha));
+  return chip(at::cuda::baddbmm(cuda(self), cuda(batch1), cuda(batch2), beta, alpha));
 }
 
 // The out= and in-place forms: torch.compile's graphs call these (Inductor's extern
@@ -139,7 +164,7 @@ Tensor& mm_out(cudaStream_t stream, const Tensor& self, const Tensor& mat2, Tens
   TORCH_CHECK(self.dim() == 2 && mat2.dim() == 2, "mm: expected 2-D matrices, got ", self.dim(), "-D and ",
               mat2.dim(), "-D");
   return into(stream, out, {self.size(0), mat2.size(1)},
-              [&](Tensor& view) { at::mm_out(view, cuda(self), cuda(mat2)); });
+              [&](Tensor& view) { at::cuda::mm_out(view, cuda(self), cuda(mat2)); });
 }
 
 Tensor& addmm_out(cudaStream_t stream, const Tensor& self, const Tensor& mat1, const Tensor& mat2,
@@ -147,14 +172,14 @@ Tensor& addmm_out(cudaStream_t stream, const Tensor& self, const Tensor& mat1, c
   TORCH_CHECK(mat1.dim() == 2 && mat2.dim() == 2, "addmm: expected 2-D matrices, got ", mat1.dim(), "-D and ",
               mat2.dim(), "-D");
   return into(stream, out, {mat1.size(0), mat2.size(1)},
-              [&](Tensor& view) { at::addmm_out(view, cuda(self), cuda(mat1), cuda(mat2), beta, alpha); });
+              [&](Tensor& view) { at::cuda::addmm_out(view, cuda(self), cuda(mat1), cuda(mat2), beta, alpha); });
 }
 
 Tensor& bmm_out(cudaStream_t stream, const Tensor& self, const Tensor& mat2, Tensor& out) {
   TORCH_CHECK(self.dim() == 3 && mat2.dim() == 3, "bmm: expected 3-D tensors, got ", self.dim(), "-D and ",
               mat2.dim(), "-D");
   return into(stream, out, {self.size(0), self.size(1), mat2.size(2)},
-              [&](Tensor& view) { at::bmm_out(view, cuda(self), cuda(mat2)); });
+              [&](Tensor& view) { at::cuda::bmm_out(view, cuda(self), cuda(mat2)); });
 }
 
 Tensor& baddbmm_out(cudaStream_t stream, const Tensor& self, const Tensor& batch1, const Tensor& batch2,
@@ -162,21 +187,23 @@ Tensor& baddbmm_out(cudaStream_t stream, const Tensor& self, const Tensor& batch
   TORCH_CHECK(batch1.dim() == 3 && batch2.dim() == 3, "baddbmm: expected 3-D tensors, got ", batch1.dim(),
               "-D and ", batch2.dim(), "-D");
   return into(stream, out, {batch1.size(0), batch1.size(1), batch2.size(2)}, [&](Tensor& view) {
-    at::baddbmm_out(view, cuda(self), cuda(batch1), cuda(batch2), beta, alpha);
+    at::cuda::baddbmm_out(view, cuda(self), cuda(batch1), cuda(batch2), beta, alpha);
   });
 }
 
 Tensor& addmm_(cudaStream_t stream, Tensor& self, const Tensor& mat1, const Tensor& mat2, const at::Scalar& beta,
                const at::Scalar& alpha) {
   OnChipStream on(stream);
-  cuda(self).addmm_(cuda(mat1), cuda(mat2), beta, alpha);
+  Tensor view = cuda(self);
+  at::cuda::addmm_(view, cuda(mat1), cuda(mat2), beta, alpha);
   return self;
 }
 
 Tensor& baddbmm_(cudaStream_t stream, Tensor& self, const Tensor& batch1, const Tensor& batch2,
                  const at::Scalar& beta, const at::Scalar& alpha) {
   OnChipStream on(stream);
-  cuda(self).baddbmm_(cuda(batch1), cuda(batch2), beta, alpha);
+  Tensor view = cuda(self);
+  at::cuda::baddbmm_(view, cuda(batch1), cuda(batch2), beta, alpha);
   return self;
 }
 
@@ -296,7 +323,7 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(cudaStream_t stream, const Te
                                                    at::IntArrayRef padding, at::IntArrayRef dilation,
                                                    bool ceil_mode) {
   OnChipStream on(stream);
-  return chip(at::max_pool2d_with_indices(cuda(self), kernel_size, stride, padding, dilation, ceil_mode));
+  return chip(at::cuda::max_pool2d_with_indices(cuda(self), kernel_size, stride, padding, dilation, ceil_mode));
 }
 
 Tensor max_pool2d_with_indices_backward(cudaStream_t stream, const Tensor& grad_output,
@@ -305,66 +332,66 @@ Tensor max_pool2d_with_indices_backward(cudaStream_t stream, const Tensor& grad_
                                         at::IntArrayRef dilation, bool ceil_mode,
                                         const Tensor& indices) {
   OnChipStream on(stream);
-  return chip(at::max_pool2d_with_indices_backward(cuda(grad_output), cuda(self), kernel_size, stride, padding,
+  return chip(at::cuda::max_pool2d_with_indices_backward(cuda(grad_output), cuda(self), kernel_size, stride, padding,
                                                    dilation, ceil_mode, cuda(indices)));
 }
 
 Tensor adaptive_avg_pool2d(cudaStream_t stream, const Tensor& self, at::IntArrayRef output_size) {
   OnChipStream on(stream);
-  return chip(at::_adaptive_avg_pool2d(cuda(self), output_size));
+  return chip(at::cuda::_adaptive_avg_pool2d(cuda(self), output_size));
 }
 
 Tensor adaptive_avg_pool2d_backward(cudaStream_t stream, const Tensor& grad_output, const Tensor& self) {
   OnChipStream on(stream);
-  return chip(at::_adaptive_avg_pool2d_backward(cuda(grad_output), cuda(self)));
+  return chip(at::cuda::_adaptive_avg_pool2d_backward(cuda(grad_output), cuda(self)));
 }
 
 Tensor softmax(cudaStream_t stream, const Tensor& self, int64_t dim, bool half_to_float) {
   OnChipStream on(stream);
-  return chip(at::_softmax(cuda(self), dim, half_to_float));
+  return chip(at::cuda::_softmax(cuda(self), dim, half_to_float));
 }
 
 Tensor softmax_backward(cudaStream_t stream, const Tensor& grad_output, const Tensor& output, int64_t dim,
                         at::ScalarType input_dtype) {
   OnChipStream on(stream);
-  return chip(at::_softmax_backward_data(cuda(grad_output), cuda(output), dim, input_dtype));
+  return chip(at::cuda::_softmax_backward_data(cuda(grad_output), cuda(output), dim, input_dtype));
 }
 
 Tensor log_softmax(cudaStream_t stream, const Tensor& self, int64_t dim, bool half_to_float) {
   OnChipStream on(stream);
-  return chip(at::_log_softmax(cuda(self), dim, half_to_float));
+  return chip(at::cuda::_log_softmax(cuda(self), dim, half_to_float));
 }
 
 Tensor log_softmax_backward(cudaStream_t stream, const Tensor& grad_output, const Tensor& output,
                             int64_t dim, at::ScalarType input_dtype) {
   OnChipStream on(stream);
-  return chip(at::_log_softmax_backward_data(cuda(grad_output), cuda(output), dim, input_dtype));
+  return chip(at::cuda::_log_softmax_backward_data(cuda(grad_output), cuda(output), dim, input_dtype));
 }
 
 std::tuple<Tensor, Tensor> nll_loss_forward(cudaStream_t stream, const Tensor& self, const Tensor& target,
                                             const std::optional<Tensor>& weight, int64_t reduction,
                                             int64_t ignore_index) {
   OnChipStream on(stream);
-  return chip(at::nll_loss_forward(cuda(self), cuda(target), cuda(weight), reduction, ignore_index));
+  return chip(at::cuda::nll_loss_forward(cuda(self), cuda(target), cuda(weight), reduction, ignore_index));
 }
 
 Tensor nll_loss_backward(cudaStream_t stream, const Tensor& grad_output, const Tensor& self,
                          const Tensor& target, const std::optional<Tensor>& weight, int64_t reduction,
                          int64_t ignore_index, const Tensor& total_weight) {
   OnChipStream on(stream);
-  return chip(at::nll_loss_backward(cuda(grad_output), cuda(self), cuda(target), cuda(weight), reduction,
+  return chip(at::cuda::nll_loss_backward(cuda(grad_output), cuda(self), cuda(target), cuda(weight), reduction,
                                     ignore_index, cuda(total_weight)));
 }
 
 Tensor index_select(cudaStream_t stream, const Tensor& self, int64_t dim, const Tensor& index) {
   OnChipStream on(stream);
-  return chip(at::index_select(cuda(self), dim, cuda(index)));
+  return chip(at::cuda::index_select(cuda(self), dim, cuda(index)));
 }
 
 Tensor embedding_dense_backward(cudaStream_t stream, const Tensor& grad_output, const Tensor& indices,
                                 int64_t num_weights, int64_t padding_idx, bool scale_grad_by_freq) {
   OnChipStream on(stream);
-  return chip(at::embedding_dense_backward(cuda(grad_output), cuda(indices), num_weights, padding_idx,
+  return chip(at::cuda::embedding_dense_backward(cuda(grad_output), cuda(indices), num_weights, padding_idx,
                                            scale_grad_by_freq));
 }
 
@@ -372,7 +399,7 @@ int64_t fused_sdp_choice(cudaStream_t stream, const Tensor& query, const Tensor&
                          const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
                          std::optional<double> scale, bool enable_gqa) {
   OnChipStream on(stream);
-  const auto choice = static_cast<sdp::SDPBackend>(at::_fused_sdp_choice(
+  const auto choice = static_cast<sdp::SDPBackend>(at::cuda::_fused_sdp_choice(
       cuda(query), cuda(key), cuda(value), cuda(attn_mask), dropout_p, is_causal, scale, enable_gqa));
   const auto math = static_cast<int64_t>(sdp::SDPBackend::math);
   if (choice == sdp::SDPBackend::efficient_attention) return static_cast<int64_t>(choice);
@@ -444,7 +471,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> efficient_attention(
     std::optional<double> scale) {
   OnChipStream on(stream);
   DropoutFromChipGenerator rng(query.device().index(), dropout_p > 0.0);
-  return chip(at::_scaled_dot_product_efficient_attention(cuda(query), cuda(key), cuda(value), cuda(attn_bias),
+  return chip(at::cuda::_scaled_dot_product_efficient_attention(cuda(query), cuda(key), cuda(value), cuda(attn_bias),
                                                            compute_log_sumexp, dropout_p, is_causal, scale));
 }
 
@@ -455,14 +482,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> efficient_attention_backward(
     std::optional<double> scale) {
   OnChipStream on(stream);
   // The mask is drawn again from the seed and offset the forward saved: no generator here.
-  return chip(at::_scaled_dot_product_efficient_attention_backward(
+  return chip(at::cuda::_scaled_dot_product_efficient_attention_backward(
       cuda(grad_out), cuda(query), cuda(key), cuda(value), cuda(attn_bias), cuda(out), cuda(logsumexp),
       cuda(philox_seed), cuda(philox_offset), dropout_p, grad_input_mask, is_causal, scale));
 }
 
 Tensor& copy_(cudaStream_t stream, Tensor& self, const Tensor& src, bool non_blocking) {
   OnChipStream on(stream);
-  cuda(self).copy_(cuda(src), non_blocking);
+  Tensor view = cuda(self);
+  at::native::copy_(view, cuda(src), non_blocking);
   return self;
 }
 
