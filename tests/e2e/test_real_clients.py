@@ -113,3 +113,28 @@ def test_greedy_generation_matches_the_cpu_with_and_without_cache(name):
         uncached = chip_model.generate(prompt.to(NPU), use_cache=False, **settings).cpu()
     assert torch.equal(cached, expected)
     assert torch.equal(uncached, expected)
+
+
+def test_ctc_loss_gradient_matches_the_cpu():
+    """Speech models' loss as transformers computes it (Wav2Vec2ForCTC, HubertForCTC): CTC over
+    `log_softmax(logits).transpose(0, 1)`, whose backward hands log_softmax a transposed
+    gradient. The simulated SDK's log_softmax backward once read that gradient as contiguous:
+    the loss agreed with the CPU, the gradient did not (by 1.25 against 0.99), with no error."""
+    torch.manual_seed(0)
+    logits = torch.randn(2, 40, 20)
+    targets = torch.randint(1, 20, (2, 5))
+    lengths, target_lengths = torch.tensor([40, 33]), torch.tensor([5, 4])
+
+    def loss_and_grad(device):
+        x = logits.detach().to(device).requires_grad_()
+        log_probs = torch.nn.functional.log_softmax(x, dim=-1, dtype=torch.float32).transpose(0, 1)
+        loss = torch.nn.functional.ctc_loss(log_probs, targets.to(device), lengths.to(device),
+                                            target_lengths.to(device), blank=0, reduction="sum",
+                                            zero_infinity=True)
+        loss.backward()
+        return loss.detach().cpu(), x.grad.cpu()
+
+    cpu_loss, cpu_grad = loss_and_grad("cpu")
+    chip_loss, chip_grad = loss_and_grad(NPU)
+    torch.testing.assert_close(chip_loss, cpu_loss, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(chip_grad, cpu_grad, rtol=1e-5, atol=1e-5)

@@ -59,18 +59,37 @@ def vendor_calls(stats, op):
     return stats().get(op, {}).get("vendor", 0)
 
 
-def run_opinfo(info, dtype):
-    """Run every sample on both devices, backward too where differentiable; the samples compared."""
+def permuted(value):
+    """`value` with the same values, dense but not contiguous (strides in reverse dimension order),
+    as a transposed activation or gradient is. A kernel that reads its arguments as contiguous
+    gets them wrong: ATen's CPU `_log_softmax_backward_data.out` did so for a transposed gradient
+    (CTC loss over `log_softmax(...).transpose(0, 1)`), where the simulated SDK's kernel used it."""
+    if not isinstance(value, torch.Tensor) or value.dim() < 2:
+        return value
+    order = list(reversed(range(value.dim())))
+    out = value.detach().permute(order).contiguous().permute(order)
+    return out.requires_grad_(value.requires_grad)
+
+
+LAYOUTS = {"contiguous": lambda value: value, "permuted": permuted}
+
+
+def run_opinfo(info, dtype, layout="contiguous"):
+    """Run every sample on both devices, backward too where differentiable; the samples compared.
+    `layout` "permuted": on the chip, every tensor argument and upstream gradient of 2 or more
+    dimensions permuted (`permuted`); the CPU computes the same values from the contiguous ones
+    (its own kernels refuse some permuted layouts: nll_loss2d's backward)."""
+    relayout = LAYOUTS[layout]
     compared = 0
     differentiable = info.supports_autograd and dtype in info.supported_backward_dtypes("cpu")
     samples = list(info.sample_inputs("cpu", dtype, requires_grad=differentiable))
     assert samples, f"OpInfo {info.name} has no samples for {dtype}"
     for sample in samples:
-        cpu_args = (sample.input, *sample.args)
-        chip_args = tree_map(lambda t: t.detach().to(CHIP).requires_grad_(t.requires_grad)
+        cpu_args, cpu_kwargs = (sample.input, *sample.args), sample.kwargs
+        chip_args = tree_map(lambda t: relayout(t).detach().to(CHIP).requires_grad_(t.requires_grad)
                              if isinstance(t, torch.Tensor) else t, cpu_args)
-        chip_kwargs = tree_map(to_chip, sample.kwargs)
-        expected = info.op(*cpu_args, **sample.kwargs)
+        chip_kwargs = tree_map(lambda value: to_chip(relayout(value)), cpu_kwargs)
+        expected = info.op(*cpu_args, **cpu_kwargs)
         actual = info.op(*chip_args, **chip_kwargs)
         assert_same(actual, expected)
         compared += 1
@@ -88,7 +107,7 @@ def run_opinfo(info, dtype):
                 continue
             expected_grads = torch.autograd.grad(outputs, cpu_inputs, grads, allow_unused=True)
             with torch_fl.strict_fallback():  # the backward runs on the chip, or the case fails
-                actual_grads = torch.autograd.grad(chip_outputs, chip_inputs, [g.to(CHIP) for g in grads],
+                actual_grads = torch.autograd.grad(chip_outputs, chip_inputs, [relayout(g).to(CHIP) for g in grads],
                                                    allow_unused=True)
             for a, e in zip(actual_grads, expected_grads):
                 if e is not None:
@@ -99,14 +118,20 @@ def run_opinfo(info, dtype):
 def kernel_test(cases):
     """The test of every case, `cases` being [(aten op, case)]: ("opinfo", OpInfo name, mode) or
     ("expr", a generator expression of the device): `test_vendor_kernel_matches_cpu` of the suite."""
+    # OpInfo cases run in both layouts; the generator's expressions choose their own.
+    runs = [(i, op, case, layout) for i, (op, case) in enumerate(cases)
+            for layout in (LAYOUTS if case[0] == "opinfo" else ["contiguous"])]
+
     @pytest.mark.parametrize("dtype", OPINFO_DTYPES, ids=str)
-    @pytest.mark.parametrize("aten_op,case", cases, ids=[f"{op}-{c[1] if c[0] == 'opinfo' else 'expr'}-{i}"
-                                                        for i, (op, c) in enumerate(cases)])
-    def test_vendor_kernel_matches_cpu(aten_op, case, dtype, fallback_stats):
+    @pytest.mark.parametrize("aten_op,case,layout", [run[1:] for run in runs],
+                             ids=[f"{op}-{c[1] if c[0] == 'opinfo' else 'expr'}-{i}"
+                                  + ("" if layout == "contiguous" else f"-{layout}")
+                                  for i, op, c, layout in runs])
+    def test_vendor_kernel_matches_cpu(aten_op, case, layout, dtype, fallback_stats):
         if case[0] == "opinfo":
             _, name, _mode = case  # mode "grad": the aten op is a backward, reached through autograd
             assert name in OPINFOS, f"torch's op_db has no OpInfo {name!r}"
-            compared = run_opinfo(OPINFOS[name], dtype)
+            compared = run_opinfo(OPINFOS[name], dtype, layout)
             assert compared > 0
         else:
             fn = eval(case[1], {"torch": torch})  # the generator's own expressions, not spec text

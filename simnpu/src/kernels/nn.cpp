@@ -331,9 +331,12 @@ Tensor log_softmax_backward(simnpuStream_t s, const Tensor& grad_output, const T
   const Tensor& like = check_devices("log_softmax_backward", {&grad_output, &output}, false);
   Tensor gi = alloc_like_meta(at::_log_softmax_backward_data(meta(grad_output), meta(output), dim, input_dtype), like);
   TMeta g = cap(grad_output), y = cap(output), o = cap(gi);
+  // Computed, then written into the output's layout: the output takes the meta kernel's
+  // strides (those of grad_output), which ATen's CPU out= kernel would treat as contiguous
+  // (a transposed grad_output, e.g. CTC loss over log_softmax(...).transpose(0, 1), came
+  // back scrambled).
   launch(s, "log_softmax_backward", [g, y, o, dim, input_dtype] {
-    Tensor ov = o.view();
-    at::_log_softmax_backward_data_out(ov, g.view(), y.view(), dim, input_dtype);
+    write(o, at::_log_softmax_backward_data(g.view(), y.view(), dim, input_dtype));
   });
   return gi;
 }
