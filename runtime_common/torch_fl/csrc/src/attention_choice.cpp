@@ -25,6 +25,7 @@
 #include <ATen/native/transformers/sdp_utils_cpp.h>
 
 #include <array>
+#include <optional>
 #include <string>
 
 namespace torch_fl {
@@ -37,9 +38,28 @@ constexpr int64_t kOverrideable = static_cast<int64_t>(sdp::SDPBackend::override
 // Triton family's blocks hold a whole head in registers (triton_ops/_attention.py).
 constexpr int64_t kMaxHeadSize = 256;
 
-bool chip_has_kernel(const char* name) {
-  const auto handle = c10::Dispatcher::singleton().findOp({name, ""});
-  return handle.has_value() && handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+// An aten operator whose PrivateUse1 kernel decides the choice. Looked up once (the lookup takes
+// the dispatcher's lock and compares names: host time on every attention call); whether the
+// chip has a kernel is asked per call, kernels being registered later than the first lookup.
+class ChipKernel {
+ public:
+  explicit ChipKernel(const char* name) : handle_(c10::Dispatcher::singleton().findOp({name, ""})) {}
+  bool present() const {
+    return handle_.has_value() && handle_->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+  }
+
+ private:
+  std::optional<c10::OperatorHandle> handle_;
+};
+
+const ChipKernel& vendor_choice() {
+  static const ChipKernel kernel("aten::_fused_sdp_choice");
+  return kernel;
+}
+
+const ChipKernel& overrideable_attention() {
+  static const ChipKernel kernel("aten::_scaled_dot_product_fused_attention_overrideable");
+  return kernel;
 }
 
 // A mask dim that broadcasts to `full`: equal, or 1 (sizes known without guarding on them).
@@ -94,7 +114,7 @@ std::string outside_fused_attention(const sdp::sdp_params& p) {
 
 // Why the chip's overrideable fused attention cannot serve a call, or "" when it can.
 std::string overrideable_unavailable(const sdp::sdp_params& params) {
-  if (!chip_has_kernel("aten::_scaled_dot_product_fused_attention_overrideable")) {
+  if (!overrideable_attention().present()) {
     return "no kernel for _scaled_dot_product_fused_attention_overrideable";
   }
   std::string why = outside_fused_attention(params);
@@ -116,7 +136,7 @@ int64_t choice_without_a_vendor_kernel(const sdp::sdp_params& params) {
 int64_t chip_attention_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                               const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
                               std::optional<double> scale, bool enable_gqa) {
-  if (chip_has_kernel("aten::_fused_sdp_choice")) {
+  if (vendor_choice().present()) {
     const int64_t choice =
         at::_fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
     // Flash on a device other than CUDA is the CPU's kernel in torch's composite: never the chip's.
