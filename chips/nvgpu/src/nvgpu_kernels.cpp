@@ -3,30 +3,29 @@
 
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/transformers/sdp_utils_cpp.h>
 // The CUDA kernels called directly (at::cuda::*), not through the dispatcher a second time:
 // the chip's call was dispatched already, and a second dispatch is host time on every call.
-#include <ATen/ops/_adaptive_avg_pool2d_cuda_dispatch.h>
 #include <ATen/ops/_adaptive_avg_pool2d_backward_cuda_dispatch.h>
+#include <ATen/ops/_adaptive_avg_pool2d_cuda_dispatch.h>
 #include <ATen/ops/_fused_sdp_choice_cuda_dispatch.h>
-#include <ATen/ops/_log_softmax_cuda_dispatch.h>
 #include <ATen/ops/_log_softmax_backward_data_cuda_dispatch.h>
-#include <ATen/ops/_scaled_dot_product_efficient_attention_cuda_dispatch.h>
+#include <ATen/ops/_log_softmax_cuda_dispatch.h>
 #include <ATen/ops/_scaled_dot_product_efficient_attention_backward_cuda_dispatch.h>
-#include <ATen/ops/_softmax_cuda_dispatch.h>
+#include <ATen/ops/_scaled_dot_product_efficient_attention_cuda_dispatch.h>
 #include <ATen/ops/_softmax_backward_data_cuda_dispatch.h>
+#include <ATen/ops/_softmax_cuda_dispatch.h>
 #include <ATen/ops/addmm_cuda_dispatch.h>
 #include <ATen/ops/baddbmm_cuda_dispatch.h>
 #include <ATen/ops/bmm_cuda_dispatch.h>
+#include <ATen/ops/copy_native.h>
 #include <ATen/ops/embedding_dense_backward_cuda_dispatch.h>
 #include <ATen/ops/index_select_cuda_dispatch.h>
-#include <ATen/ops/max_pool2d_with_indices_cuda_dispatch.h>
 #include <ATen/ops/max_pool2d_with_indices_backward_cuda_dispatch.h>
+#include <ATen/ops/max_pool2d_with_indices_cuda_dispatch.h>
 #include <ATen/ops/mm_cuda_dispatch.h>
 #include <ATen/ops/nll_loss_backward_cuda_dispatch.h>
 #include <ATen/ops/nll_loss_forward_cuda_dispatch.h>
-#include <ATen/ops/copy_native.h>
-#include <ATen/native/transformers/sdp_utils_cpp.h>
-#include <ATen/ops/from_blob.h>
 #include <c10/core/DispatchKeySet.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -333,7 +332,7 @@ Tensor max_pool2d_with_indices_backward(cudaStream_t stream, const Tensor& grad_
                                         const Tensor& indices) {
   OnChipStream on(stream);
   return chip(at::cuda::max_pool2d_with_indices_backward(cuda(grad_output), cuda(self), kernel_size, stride, padding,
-                                                   dilation, ceil_mode, cuda(indices)));
+                                                         dilation, ceil_mode, cuda(indices)));
 }
 
 Tensor adaptive_avg_pool2d(cudaStream_t stream, const Tensor& self, at::IntArrayRef output_size) {
@@ -380,7 +379,7 @@ Tensor nll_loss_backward(cudaStream_t stream, const Tensor& grad_output, const T
                          int64_t ignore_index, const Tensor& total_weight) {
   OnChipStream on(stream);
   return chip(at::cuda::nll_loss_backward(cuda(grad_output), cuda(self), cuda(target), cuda(weight), reduction,
-                                    ignore_index, cuda(total_weight)));
+                                          ignore_index, cuda(total_weight)));
 }
 
 Tensor index_select(cudaStream_t stream, const Tensor& self, int64_t dim, const Tensor& index) {
@@ -392,7 +391,7 @@ Tensor embedding_dense_backward(cudaStream_t stream, const Tensor& grad_output, 
                                 int64_t num_weights, int64_t padding_idx, bool scale_grad_by_freq) {
   OnChipStream on(stream);
   return chip(at::cuda::embedding_dense_backward(cuda(grad_output), cuda(indices), num_weights, padding_idx,
-                                           scale_grad_by_freq));
+                                                 scale_grad_by_freq));
 }
 
 int64_t fused_sdp_choice(cudaStream_t stream, const Tensor& query, const Tensor& key, const Tensor& value,
@@ -472,7 +471,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> efficient_attention(
   OnChipStream on(stream);
   DropoutFromChipGenerator rng(query.device().index(), dropout_p > 0.0);
   return chip(at::cuda::_scaled_dot_product_efficient_attention(cuda(query), cuda(key), cuda(value), cuda(attn_bias),
-                                                           compute_log_sumexp, dropout_p, is_causal, scale));
+                                                                 compute_log_sumexp, dropout_p, is_causal, scale));
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> efficient_attention_backward(
