@@ -75,6 +75,9 @@ def test_gpu_benchmarks_refuse_clearly_without_the_chip():
     proc = bench("bench/attention.py", "--chip", "nochip")
     assert proc.returncode != 0
     assert "chip nochip is not available" in proc.stderr and "Traceback" not in proc.stderr
+    proc = bench("bench/vendor_call_parts.py")   # nvgpu's C++ timing needs CUDA and the backend
+    assert proc.returncode == 2
+    assert "needs a CUDA machine with the nvgpu backend" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_step_parts_splits_a_step_and_names_its_costliest_ops(tmp_path):
