@@ -7,4 +7,7 @@ cd "$(dirname "$0")/.."
 python3 -m torchfl_gen check
 # The OpInfo sweep's CI sample: OpInfos that passed in the committed full sweep
 # (docs/ops/npu.json); the full sweep is docs/ops/README.md's command.
-TORCH_FL_OPINFO=sample TORCH_FL_OPINFO_SAMPLE=40 python3 -m pytest tests generated/npu/tests -q --durations=30 "$@"
+# Two worker processes (the CI machine has two cores; most tests are single-threaded Python),
+# a test file to a worker: a file's module fixtures (the variant chips it builds) are built once.
+TORCH_FL_OPINFO=sample TORCH_FL_OPINFO_SAMPLE=40 python3 -m pytest tests generated/npu/tests -q --durations=30 \
+  -n 2 --dist loadfile "$@"
