@@ -124,10 +124,12 @@ fi
 
 if has fast; then
   # Pointwise, foreach and program Triton launches replayed from C++ (torch_fl/_triton_fast.py) against the
-  # Python launch and native CUDA; the simulated-NPU tests of that file run in CI.
+  # Python launch and native CUDA, and float division with integer results (compiled Triton divides
+  # approximately); the simulated-NPU tests of those files run in CI.
   # --noconftest: the suite's conftest is for the simulated NPU; tests/ on the path for e2e_helpers.
   PYTHONPATH=tests${PYTHONPATH:+:$PYTHONPATH} timeout "${FAST_TIMEOUT:-300}" python3 -m pytest --noconftest tests/triton_ops/test_triton_fast.py \
-    tests/triton_ops/test_triton_fast_foreach.py tests/triton_ops/test_triton_fast_program.py -k "not npu" -q \
+    tests/triton_ops/test_triton_fast_foreach.py tests/triton_ops/test_triton_fast_program.py \
+    tests/triton_ops/test_triton_division.py -k "not npu" -q \
     -p no:cacheprovider -rfs 2>&1 | tee "$out/fast.log"
   pack
 fi

@@ -336,10 +336,22 @@ def _erf(x):
 
 
 @triton.jit
+def _div_rn(a, b):
+    """a / b rounded to nearest, as ATen divides on every device. Triton's `/` on float32 is the
+    GPU's approximate division (NVIDIA's div.full.f32, up to 2 ulp off): a quotient that is
+    exactly an integer can come out just below it, and trunc, floor and fmod then answer one
+    unit off (fmod(2.78125, -0.6953125) gave 0.6953125 on the GPU, not 0)."""
+    if a.dtype == tl.float32:
+        return tl.math.div_rn(a, b)
+    else:
+        return a / b
+
+
+@triton.jit
 def _fmod_f(a, b):
     # exact for fp32 inputs when computed in fp64 (caller widens); for fp64 the
     # product q*b is rounded once (fused on GPUs).
-    q = _trunc(a / b)
+    q = _trunc(_div_rn(a, b))
     r = a - q * b
     # fix a quotient rounded across an integer
     r = tl.where((r != 0) & ((r < 0) != (a < 0)), r + tl.where((a < 0) == (b < 0), b, -b), r)
@@ -806,14 +818,14 @@ def _apply_binary(x, y, p0, OP: tl.constexpr, CDT: tl.constexpr):
         return x / y
     elif OP == OP_DIV_TRUNC:
         if FL:
-            return _trunc(x / y)
+            return _trunc(_div_rn(x, y))
         else:
             return x // y  # C semantics (truncation) in Triton
     elif OP == OP_DIV_FLOOR:
         if FL:
             # mirrors ATen's div_floor_floating
             mod = _fmod_f(x, y)
-            d = (x - mod) / y
+            d = _div_rn(x - mod, y)
             d = tl.where((mod != 0) & ((y < 0) != (mod < 0)), d - 1.0, d)
             fd = tl.floor(d)
             fd = tl.where(d - fd > 0.5, fd + 1.0, fd)

@@ -24,6 +24,7 @@ import triton.language as tl
 from . import Unsupported
 from . import _kernels as K
 from . import _launch
+from ._kernels import _div_rn
 from ._common import (FLOATS, cdiv, compute_code, compute_dtype, contig, copy_into, dtype_code, empty, fill_into,
                       launch_pointwise, next_power_of_2, promote, reduce_dims, resize_out)
 
@@ -1208,7 +1209,7 @@ def _gs_reflect(v, twice_low, twice_high):
     d = v - mn
     mult = tl.where(d < 0, -1.0, 1.0)
     a = tl.abs(d)
-    flips = tl.floor(a / span)
+    flips = tl.floor(_div_rn(a, span))
     extra = a - flips * span
     even = (flips - 2.0 * tl.floor(flips * 0.5)) == 0
     r = tl.where(even, extra + mn, span - extra + mn)

@@ -1,0 +1,71 @@
+"""Float division whose result is an integer or a remainder (fmod, remainder, floor_divide, div
+with rounding_mode) on the Triton path, against the CPU, exactly, where the exact quotient is an
+integer: there a quotient rounded one ulp low turns into a result one unit off. Triton's `/` on
+float32 is the GPU's approximate division (NVIDIA's div.full.f32), which did so on nvgpu
+(`fmod` and `remainder` in bfloat16 failed the OpInfo sweep of 2026-12-07: fmod(2.78125,
+-0.6953125) gave 0.6953125); the kernels divide with IEEE rounding (`_kernels._div_rn`).
+
+On the simulated NPU (Triton interpreted, numpy's division) in CI; on a GPU with the nvgpu backend
+in stage `fast` of scripts/nvgpu_device_run.sh, where the approximate division is real.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from e2e_helpers import npu_backend_built, nvgpu_backend
+
+OPS = {
+    "fmod": torch.fmod,
+    "remainder": torch.remainder,
+    "floor_divide": torch.floor_divide,
+    "div trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),   # floor_divide is div floor
+}
+
+
+def _chip(name: str) -> str:
+    available = npu_backend_built() if name == "npu" else nvgpu_backend() is not None
+    if not available:
+        pytest.skip(f"needs the {name} backend" + (" on a GPU: scripts/nvgpu_device_run.sh OUTDIR setup install fast"
+                                                  if name == "nvgpu" else ""))
+    return name
+
+
+def exact_multiples(dtype: torch.dtype, count: int = 1000) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a, b) in `dtype` with a / b exactly an integer (-40..40), b of both signs and of mantissas
+    that are not powers of two (their quotients are the ones an approximate division misses)."""
+    generator = torch.Generator().manual_seed(7)
+    b = (torch.rand(count, generator=generator, dtype=torch.float64) * 4 + 0.1).to(dtype).double()
+    b = b * torch.where(torch.rand(count, generator=generator) < 0.5, -1.0, 1.0).double()
+    k = torch.randint(-40, 41, (count,), generator=generator).double()
+    a = (k * b).to(dtype)
+    exact = (a.double() / b) == torch.round(a.double() / b)
+    return a[exact], b.to(dtype)[exact]
+
+
+@pytest.mark.parametrize("chip", ["npu", "nvgpu"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])   # float16 computes as bfloat16 does
+@pytest.mark.parametrize("op", list(OPS))
+def test_integer_quotients_match_the_cpu_exactly(chip, dtype, op):
+    device = _chip(chip)
+    a, b = exact_multiples(dtype)
+    assert a.numel() > 150  # the generator keeps most pairs: the test has cases to fail on
+    expected = OPS[op](a, b)
+    actual = OPS[op](a.to(device), b.to(device)).cpu()
+    wrong = actual != expected
+    assert not wrong.any(), (f"{op} on {device} in {dtype}: {int(wrong.sum())} of {a.numel()} wrong, first "
+                             f"{op}({a[wrong][0].item()}, {b[wrong][0].item()}) = {actual[wrong][0].item()}, "
+                             f"the CPU gives {expected[wrong][0].item()}")
+
+
+def test_the_bfloat16_case_of_the_sweep():
+    """The OpInfo sample that failed on the GPU, on every chip this process has."""
+    chips = [name for name in ("npu", "nvgpu") if (npu_backend_built() if name == "npu" else nvgpu_backend())]
+    if not chips:
+        pytest.skip("no chip backend in this process")
+    a = torch.tensor([2.78125], dtype=torch.bfloat16)
+    b = torch.tensor([-0.6953125], dtype=torch.bfloat16)
+    for chip in chips:
+        assert torch.fmod(a.to(chip), b.to(chip)).item() == 0.0
+        assert torch.remainder(a.to(chip), b.to(chip)).item() == 0.0
+        assert torch.floor_divide(a.to(chip), b.to(chip)).item() == -4.0
