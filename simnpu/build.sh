@@ -10,10 +10,15 @@ PY="${PYTHON:-python3}"
 KERNELS="${SIMNPU_BUILD_KERNELS:-ON}"
 VERSION="${SIMNPU_VERSION:-2.1}"
 
+# One build of this folder at a time: two at once (a test run's workers, say) would race
+# cmake's regeneration and relink a library the other is linking against.
+mkdir -p "$BUILD"
+exec 9>"$BUILD/.build.lock"
+flock 9
+
 args=(-DSIMNPU_BUILD_KERNELS="$KERNELS" -DSIMNPU_VERSION="$VERSION" -DSIMNPU_BUILD_TESTS="${SIMNPU_BUILD_TESTS:-OFF}")
 if [[ "$KERNELS" == ON ]]; then
   # ask torch once, cache in the build dir
-  mkdir -p "$BUILD"
   if [[ ! -f "$BUILD/torch.env" ]]; then
     "$PY" - > "$BUILD/torch.env.tmp" <<'PYEOF'
 import os, torch
