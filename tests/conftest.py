@@ -9,6 +9,8 @@ import subprocess
 import pytest
 import torch
 
+from slow_files_first import pytest_xdist_make_scheduler  # noqa: F401  (a hook: the workers' file order)
+
 # The simulated library's full dtype table replaced by NCCL's codes (driverless_chip).
 NCCL_DTYPE_TABLE = {
     """    dtypes: {int8: 0, uint8: 1, int32: 2, int64: 4, float16: 6, float32: 7, float64: 8, bfloat16: 9,
