@@ -7,6 +7,7 @@ last GraphTask after the interpreter had begun to finalize (pytorch/pytorch PR 1
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -30,12 +31,19 @@ RUN_LIMIT_S = 120
 
 
 def _run_once(_):
+    proc = subprocess.Popen([sys.executable, "-c", ENDS_AFTER_BACKWARD], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONFAULTHANDLER="1"))
     try:
-        return subprocess.run([sys.executable, "-c", ENDS_AFTER_BACKWARD], cwd=ROOT, capture_output=True, text=True,
-                              timeout=RUN_LIMIT_S, env=dict(os.environ, PYTHONFAULTHANDLER="1"))
-    except subprocess.TimeoutExpired as error:
-        stderr = error.stderr.decode(errors="replace") if isinstance(error.stderr, bytes) else error.stderr or ""
-        return subprocess.CompletedProcess(error.cmd, f"hung: killed after {RUN_LIMIT_S} s", "", stderr)
+        out, err = proc.communicate(timeout=RUN_LIMIT_S)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)  # faulthandler prints where each thread of the hung run is
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        return subprocess.CompletedProcess(proc.args, f"hung: stopped after {RUN_LIMIT_S} s", out, err)
 
 
 def test_scripts_ending_right_after_backward_exit_cleanly():
