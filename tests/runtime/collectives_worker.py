@@ -189,7 +189,7 @@ def run_fsdp(rank: int, world: int, device: torch.device, out_dir: str) -> dict:
     y = x.sum(dim=-1, keepdim=True) * 0.05   # a target the model can learn
     share = slice(rank * 8, rank * 8 + 8)
     losses = []
-    for _ in range(5):   # the loss falls below half by the fourth step (Triton's interpreter: ~3 s a step)
+    for _ in range(5):   # the loss falls below half by the fourth step (Triton's interpreter: ~5 s a step)
         loss = torch.nn.functional.mse_loss(model(x[share].to(device)), y[share].to(device))
         loss.backward()
         optimizer.step()
