@@ -143,6 +143,37 @@ def test_fused_attention_dropout_draws_from_the_chip_generator():
     assert abs(kept - 1.0) < 0.02
 
 
+@needs_vendor
+def test_the_vendors_choice_is_asked_from_the_backend_key_except_in_a_trace():
+    """torch's composite asks the runtime which kernel serves a call; the runtime asks the
+    vendor's `_fused_sdp_choice` kernel from the chip's backend key (no dispatched op, which
+    cost 2 us of host time a call), under autocast too (the op has no autocast kernel). A
+    fake-tensor trace keeps the whole dispatch: the vendor's kernel never sees a fake tensor (it
+    reads data pointers). There torch's meta kernel answers math for the vendor, and the runtime
+    gives the call the chip's Triton kernel instead: the graph holds a fused kernel still."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.profiler import ProfilerActivity, profile
+
+    q, k, v = (t.to(CHIP) for t in qkv(torch.float32, lq=64, lk=64, d=32))
+
+    def dispatched_choices(run):
+        torch_fl.reset_fallback_stats()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            run()
+        events = [e.name for e in prof.events()]
+        assert "aten::_scaled_dot_product_efficient_attention" in events, sorted(set(events))
+        return events.count("aten::_fused_sdp_choice"), torch_fl.fallback_stats().get("_fused_sdp_choice")
+
+    assert dispatched_choices(lambda: F.scaled_dot_product_attention(q, k, v)) == (0, {"vendor": 1})
+    with torch.autocast(CHIP, dtype=torch.bfloat16):
+        assert dispatched_choices(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)) == (
+            0, {"vendor": 1})
+    graph = make_fx(lambda a, b, c: F.scaled_dot_product_attention(a, b, c), tracing_mode="fake")(q, k, v)
+    targets = [str(n.target) for n in graph.graph.nodes if n.op == "call_function"]
+    assert any("_scaled_dot_product_fused_attention_overrideable" in t for t in targets), targets
+    assert not any("bmm" in t or "softmax" in t for t in targets), targets
+
+
 def _cpu_reference(q, k, v, grad, **options):
     """Output and gradients of the math decomposition in float64 on the CPU."""
     ref = [t.detach().double().requires_grad_() for t in (q, k, v)]

@@ -20,6 +20,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <ATen/core/dispatch/DispatchKeyExtractor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/native/transformers/sdp_utils_cpp.h>
@@ -46,6 +47,18 @@ class ChipKernel {
   explicit ChipKernel(const char* name) : handle_(c10::Dispatcher::singleton().findOp({name, ""})) {}
   bool present() const {
     return handle_.has_value() && handle_->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+  }
+  // Whether a call on tensors of these keys would reach the chip's kernel through nothing that
+  // changes it: no key above the backend but autograd's and ADInplaceOrView (an op returning an
+  // int passes them by) and autocast's where the op has no autocast kernel of its own. A trace's
+  // tensors (fake, functional) and Python modes keep keys above and need the whole dispatch.
+  bool reached_directly(c10::DispatchKeySet keys) const {
+    keys = c10::impl::computeDispatchKeySet(keys, c10::DispatchKeySet(c10::DispatchKeySet::FULL));
+    keys = keys - c10::autograd_dispatch_keyset_with_ADInplaceOrView;
+    if (!handle_->hasKernelForDispatchKey(c10::DispatchKey::AutocastPrivateUse1)) {
+      keys = keys - c10::DispatchKeySet(c10::DispatchKey::AutocastPrivateUse1);
+    }
+    return keys.highestPriorityTypeId() == c10::DispatchKey::PrivateUse1;
   }
 
  private:
@@ -133,12 +146,26 @@ int64_t choice_without_a_vendor_kernel(const sdp::sdp_params& params) {
   return kMath;
 }
 
+// The vendor's answer. Called from the backend key where nothing above it would change the call:
+// as a dispatched op the choice cost 2.1 us more host time than the vendor's own work (the layers
+// above the backend, measured on the GPU, bench/ANALYSIS.md), on every attention call.
+int64_t ask_vendor_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                          const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                          std::optional<double> scale, bool enable_gqa) {
+  c10::DispatchKeySet keys = query.key_set() | key.key_set() | value.key_set();
+  if (attn_mask.has_value() && attn_mask->defined()) keys = keys | attn_mask->key_set();
+  if (vendor_choice().reached_directly(keys)) {
+    return at::_ops::_fused_sdp_choice::redispatch(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), query, key,
+                                                    value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+  }
+  return at::_fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+}
+
 int64_t chip_attention_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                               const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
                               std::optional<double> scale, bool enable_gqa) {
   if (vendor_choice().present()) {
-    const int64_t choice =
-        at::_fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+    const int64_t choice = ask_vendor_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
     // Flash on a device other than CUDA is the CPU's kernel in torch's composite: never the chip's.
     if (choice != kMath && choice != static_cast<int64_t>(sdp::SDPBackend::flash_attention)) return choice;
     // The vendor has no fused kernel for the call (grouped-query heads, say): the chip's
