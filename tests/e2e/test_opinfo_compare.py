@@ -4,6 +4,7 @@ unstable sorts."""
 from __future__ import annotations
 
 import importlib
+import itertools
 from types import SimpleNamespace
 
 import pytest
@@ -85,3 +86,47 @@ def test_reduced_index_results_are_compared_by_what_they_select(suite):
                                           (values, cpu_indices), "forward")
     with pytest.raises(AssertionError):
         suite.assert_same(chosen, expected, "forward")
+
+
+def _opinfo(name):
+    from torch.testing._internal.common_methods_invocations import op_db
+    return next(info for info in op_db if info.name == name)
+
+
+def test_outputs_torch_defines_otherwise_on_devices_are_compared_as_devices_give_them(suite):
+    """layer norm's saved statistics for bfloat16 input: the CPU's in bfloat16, a device's in
+    float32 (torch's meta function; CUDA's, so nvgpu's): compared in float32 after the CPU's
+    are converted. Batch norm in evaluation: the CPU's saved statistics are empty, a device's
+    are not: not compared. Both recorded. A chip's own deviation still fails."""
+    info = _opinfo("native_layer_norm")
+    sample = next(iter(info.sample_inputs("cpu", torch.bfloat16)))
+    out, mean, rstd = info.op(sample.input, *sample.args, **sample.kwargs)
+    as_device = (out.to(suite.CHIP), mean.float().to(suite.CHIP), rstd.float().to(suite.CHIP))
+    record = {}
+    actual, expected = suite.as_devices_give(info, sample, as_device, (out, mean, rstd), "s", record)
+    assert [t.dtype for t in expected] == [torch.bfloat16, torch.float32, torch.float32]
+    suite.assert_same(actual, expected, "s")
+    assert record["device_outputs"] == ["s[1]: torch.float32 as on devices (torch.bfloat16 on the CPU), compared in "
+                                        "torch.float32", "s[2]: torch.float32 as on devices (torch.bfloat16 on the "
+                                        "CPU), compared in torch.float32"]
+    # A dtype torch gives no device (float64 statistics) is the chip's own: left to fail.
+    wrong = (as_device[0], mean.double().to(suite.CHIP), rstd.double().to(suite.CHIP))
+    actual, expected = suite.as_devices_give(info, sample, wrong, (out, mean, rstd), "s", {})
+    with pytest.raises(AssertionError, match="dtype"):
+        suite.assert_same(actual, expected, "s")
+
+    info = _opinfo("native_batch_norm")
+    sample = list(itertools.islice(info.sample_inputs("cpu", torch.float32), 8))[7]  # training=False, [2, 1]
+    out, save_mean, save_invstd = info.op(sample.input, *sample.args, **sample.kwargs)
+    assert sample.args[4] is False and save_mean.numel() == 0
+    channels = sample.input.shape[1]
+    as_device = (out.to(suite.CHIP), torch.zeros(channels, device=suite.CHIP), torch.ones(channels, device=suite.CHIP))
+    record = {}
+    actual, expected = suite.as_devices_give(info, sample, as_device, (out, save_mean, save_invstd), "s", record)
+    suite.assert_same(actual, expected, "s")
+    assert len(record["device_outputs"]) == 2 and "not compared" in record["device_outputs"][0]
+    wrong_out = (out + 1).to(suite.CHIP)
+    actual, expected = suite.as_devices_give(info, sample, (wrong_out, *as_device[1:]), (out, save_mean, save_invstd),
+                                             "s", {})
+    with pytest.raises(AssertionError, match=r"s\[0\]"):
+        suite.assert_same(actual, expected, "s")

@@ -1494,8 +1494,6 @@ def _bn_fwd_kernel(x, w, b, rm, rv, out, smean, sinv, N, S, xs0, xs1, xs2, os0, 
             acc2 += tl.where(m, d * d, 0.0)
         var_sum = tl.sum(acc2, axis=0)
         invstd = 1.0 / tl.sqrt(var_sum / M + eps)
-        tl.store(smean + c, K._to_odt(mean, SDT))
-        tl.store(sinv + c, K._to_odt(invstd, SDT))
         if HAS_RUN:
             old_m = tl.load(rm + c).to(FT)
             old_v = tl.load(rv + c).to(FT)
@@ -1504,6 +1502,8 @@ def _bn_fwd_kernel(x, w, b, rm, rv, out, smean, sinv, N, S, xs0, xs1, xs2, os0, 
     else:
         mean = tl.load(rm + c).to(FT)
         invstd = 1.0 / tl.sqrt(tl.load(rv + c).to(FT) + eps)
+    tl.store(smean + c, K._to_odt(mean, SDT))
+    tl.store(sinv + c, K._to_odt(invstd, SDT))
     alpha = invstd
     if HAS_W:
         alpha = invstd * tl.load(w + c).to(FT)
@@ -1591,10 +1591,10 @@ def _bn_forward(input, weight, bias, running_mean, running_var, training, moment
     has_run = running_mean is not None and running_var is not None
     if not training and not has_run:
         raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
-    if training:
-        smean, sinv = empty((ch,), sdt, dev), empty((ch,), sdt, dev)
-    else:
-        smean, sinv = empty((0,), sdt, dev), empty((0,), sdt, dev)
+    # Saved statistics as torch gives them on devices other than the CPU (its meta function, CUDA):
+    # in the computation dtype, and in evaluation the running mean and its inverse deviation
+    # (the CPU's are empty there, and in the input's dtype).
+    smean, sinv = empty((ch,), sdt, dev), empty((ch,), sdt, dev)
     if training and x3.shape[0] * x3.shape[2] <= 1 and ch:
         raise RuntimeError(f"Expected more than 1 value per channel when training, got input size "
                            f"{list(input.shape)}")

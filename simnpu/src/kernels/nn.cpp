@@ -306,8 +306,16 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
   TMeta g = cap(grad_out), x = cap(input), w = cap(weight), rm = cap(running_mean), rv = cap(running_var),
         sm = cap(save_mean), si = cap(save_invstd), ogi = cap(gi), ogw = cap(gw), ogb = cap(gb);
   launch(s, "batch_norm_backward", [=] {
-    auto r = at::native_batch_norm_backward(g.view(), x.view(), w.opt(), rm.opt(), rv.opt(), sm.opt(),
-                                            si.opt(), train, eps, output_mask);
+    // The saved statistics may come from another kernel's forward: float32 for half-precision
+    // input, as torch's meta function and CUDA give them (a Triton forward), where this SDK's
+    // forward saves them in the dtype the host kernel expects. It gets them in that dtype.
+    const at::ScalarType saved = stat_dtype(x.view(), w.opt());
+    const auto as_saved = [saved](std::optional<Tensor> t) {
+      if (t && t->defined() && t->numel() > 0) t = t->to(saved);
+      return t;
+    };
+    auto r = at::native_batch_norm_backward(g.view(), x.view(), w.opt(), rm.opt(), rv.opt(), as_saved(sm.opt()),
+                                            as_saved(si.opt()), train, eps, output_mask);
     write(ogi, std::get<0>(r));
     write(ogw, std::get<1>(r));
     write(ogb, std::get<2>(r));
