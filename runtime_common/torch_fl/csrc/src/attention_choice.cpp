@@ -48,15 +48,16 @@ class ChipKernel {
   bool present() const {
     return handle_.has_value() && handle_->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
   }
-  // Whether a call on tensors of these keys would reach the chip's kernel through nothing that
-  // changes it: no key above the backend but autograd's and ADInplaceOrView (an op returning an
-  // int passes them by) and autocast's where the op has no autocast kernel of its own. A trace's
+  // Whether a call on tensors of these keys (and the thread's included and excluded keys) would
+  // reach the chip's kernel through nothing that changes it: no key above the backend but
+  // autograd's and ADInplaceOrView (an op returning an int passes them by), and BackendSelect
+  // (always included) and autocast where the op has no kernel of its own for them. A trace's
   // tensors (fake, functional) and Python modes keep keys above and need the whole dispatch.
   bool reached_directly(c10::DispatchKeySet keys) const {
     keys = c10::impl::computeDispatchKeySet(keys, c10::DispatchKeySet(c10::DispatchKeySet::FULL));
     keys = keys - c10::autograd_dispatch_keyset_with_ADInplaceOrView;
-    if (!handle_->hasKernelForDispatchKey(c10::DispatchKey::AutocastPrivateUse1)) {
-      keys = keys - c10::DispatchKeySet(c10::DispatchKey::AutocastPrivateUse1);
+    for (const auto passed : {c10::DispatchKey::BackendSelect, c10::DispatchKey::AutocastPrivateUse1}) {
+      if (!handle_->hasKernelForDispatchKey(passed)) keys = keys - c10::DispatchKeySet(passed);
     }
     return keys.highestPriorityTypeId() == c10::DispatchKey::PrivateUse1;
   }
