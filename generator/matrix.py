@@ -22,7 +22,7 @@ from .opinfo_map import CASES as VENDOR_CASES
 PASS, FAIL, ERROR, NOT_COMPARABLE = "pass", "fail", "error", "not_comparable"
 # What a passing record may name samples for (test_opinfo.py): decided by the float64 accuracy
 # rule; backward not compared because the chip picked other elements among ties.
-SAMPLE_NOTES = ("accuracy_rule", "ties_backward_not_compared")
+SAMPLE_NOTES = ("accuracy_rule", "ties_backward_not_compared", "device_outputs")
 STATUSES = ("strict", "basic", "not_comparable", "fail", "untested")
 PATH_ORDER = {"cpu": 0, "triton": 1, "vendor": 2}
 
@@ -280,6 +280,10 @@ def render_md(m: Matrix) -> str:
     out += _sample_listing(m, "ties_backward_not_compared", "Backward not compared: other elements among ties",
                            "The chip's indices picked other elements of equal value than the CPU's (valid: checked "
                            "by what they select); the gradient follows them, so it was not compared:")
+    out += _sample_listing(m, "device_outputs", "Outputs as torch defines them on devices",
+                           "Outputs whose dtype or shape torch defines otherwise on devices than on the CPU (its "
+                           "meta function): compared in the device's dtype, or, where the CPU's output is empty, "
+                           "not compared (docs/ops/README.md, \"How results are compared\"):")
     failures = [(row.key, d, r["outcome"], r["message"]) for row in m.rows for d, r in sorted(row.dtypes.items())
                 if r["outcome"] not in (PASS, NOT_COMPARABLE)]
     if failures:
