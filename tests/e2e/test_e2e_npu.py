@@ -234,3 +234,27 @@ def test_importing_the_package_before_torch_registers_the_chip():
                       timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == "[1.0, 1.0]"
+
+
+def test_half_precision_batch_norm_trains_like_the_cpu(npu_backend):
+    """bfloat16 batch norm through `_native_batch_norm_legit` (the op compiled and decomposed
+    graphs call): the Triton forward saves float32 statistics, as torch's meta function and CUDA
+    do, and the simulated SDK's backward kernel takes them (it failed on the device, "unspecified
+    launch failure"). Output, statistics and gradients as the CPU's, within bfloat16's rounding."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    x, grad = (torch.randn(6, 4, 5, generator=generator).bfloat16() for _ in range(2))
+    weight, bias = torch.rand(4, generator=generator).bfloat16() + 0.5, torch.randn(4, generator=generator).bfloat16()
+    results = {}
+    for device in ("cpu", "npu"):
+        leaves = [t.detach().to(device).requires_grad_() for t in (x, weight, bias)]
+        running = [torch.zeros(4, dtype=torch.bfloat16, device=device), torch.ones(4, dtype=torch.bfloat16, device=device)]
+        out, mean, rstd = torch.ops.aten._native_batch_norm_legit(*leaves, *running, True, 0.1, 1e-5)
+        out.backward(grad.to(device))
+        results[device] = [t.detach().cpu().float() for t in (out, mean, rstd, *running)] + [t.grad.cpu().float()
+                                                                                              for t in leaves]
+    assert [t.dtype for t in results["npu"]] == [torch.float32] * 8
+    for name, chip, cpu in zip(("out", "mean", "rstd", "running_mean", "running_var", "grad x", "grad weight",
+                                "grad bias"), results["npu"], results["cpu"]):
+        torch.testing.assert_close(chip, cpu, rtol=2e-2, atol=2e-2, msg=lambda m, name=name: f"{name}: {m}")
