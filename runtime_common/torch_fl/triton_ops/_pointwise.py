@@ -85,24 +85,13 @@ def _prep_gelu_bwd(grad_output, self, *, approximate="none"):
     return op, [grad_output, self], rdt, compute_code(rdt)
 
 
-def _binary(op, result=None, inputs_to_float=False):
+def _binary(op, result=None, inputs_to_float=False, floats_in_float64=False):
     def prep(self, other):
         rdt = promote(self, other)
         if inputs_to_float:
             rdt = float_of(rdt)
-        cdt = compute_code(rdt)
+        cdt = _F64 if floats_in_float64 and is_float(rdt) else compute_code(rdt)
         return op, [self, other], (result or rdt), cdt
-    return prep
-
-
-def _prep_remainder(op):
-    """fmod and remainder: exact on the CPU and CUDA (the remainder is representable). Floats
-    narrower than float64 compute in float64, where the quotient's product with the divisor is
-    exact (for quotients below 2**29); in their own precision it rounds (fmod(3.6116, 1.0101)
-    was 1 ulp off in float32)."""
-    def prep(self, other):
-        rdt = promote(self, other)
-        return op, [self, other], rdt, _F64 if is_float(rdt) else compute_code(rdt)
     return prep
 
 
@@ -443,8 +432,11 @@ def _pointwise_table() -> dict[str, PointwiseOp]:
     add(_variants("div", "Tensor_mode", out="out_mode"), _prep_div_mode)
     for n in ("maximum", "minimum"):
         add(_variants(n, inplace=False), _binary(n))
+    # fmod and remainder are exact on the CPU and CUDA (the remainder is representable): floats
+    # narrower than float64 compute in float64, where the quotient's product with the divisor is
+    # exact for quotients below 2**29 (in float32 it rounded: fmod(3.6116, 1.0101) was 1 ulp off).
     for n in ("fmod", "remainder"):
-        add(_variants(n, "Tensor", out="Tensor_out"), _prep_remainder(n))
+        add(_variants(n, "Tensor", out="Tensor_out"), _binary(n, floats_in_float64=True))
     add(_variants("atan2"), _binary("atan2", inputs_to_float=True))
     for n in ("eq", "ne", "lt", "le", "gt", "ge"):
         add(_variants(n, "Tensor", out="Tensor_out"), _binary(n, result=torch.bool))

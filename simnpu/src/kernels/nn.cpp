@@ -309,12 +309,14 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
     // The saved statistics may come from another kernel's forward: float32 for half-precision
     // input, as torch's meta function and CUDA give them (a Triton forward), where this SDK's
     // forward saves them in the dtype the host kernel expects. It gets them in that dtype.
-    const at::ScalarType saved = stat_dtype(x.view(), w.opt());
+    const Tensor xv = x.view();
+    const std::optional<Tensor> wv = w.opt();
+    const at::ScalarType saved = stat_dtype(xv, wv);
     const auto as_saved = [saved](std::optional<Tensor> t) {
       if (t && t->defined() && t->numel() > 0) t = t->to(saved);
       return t;
     };
-    auto r = at::native_batch_norm_backward(g.view(), x.view(), w.opt(), rm.opt(), rv.opt(), as_saved(sm.opt()),
+    auto r = at::native_batch_norm_backward(g.view(), xv, wv, rm.opt(), rv.opt(), as_saved(sm.opt()),
                                             as_saved(si.opt()), train, eps, output_mask);
     write(ogi, std::get<0>(r));
     write(ogw, std::get<1>(r));
